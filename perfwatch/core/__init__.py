@@ -1,0 +1,1 @@
+"""Headless core: log ingest, run model, scores, process control. Never imports Textual."""

@@ -1,0 +1,149 @@
+"""MLPerf `mllog` line parser: raw bytes lines in, typed `Event`s out.
+
+Accepts what `mlperf_logging.mllog` writes and what real result files contain:
+anything before the `:::MLLOG` token (rank numbers, timestamps, `4063:` line
+numbers), shell noise between records, CRLF, latin-1 or invalid UTF-8, dict
+and null values, very long lines. Like MLPerf's own parser, the *last*
+`:::MLLOG ` token on a line starts the record.
+
+A line that carries the token but does not decode into a record is *bad*: it is
+counted with its line number and kept (bounded) so a user can look at it; it is
+never raised. Lines without the token are *noise* and only counted.
+
+The hot path decodes straight into a `msgspec.Struct`, which is faster than a
+bare `json.loads` into dicts; see `benchmarks/ingest.py` (P1).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+TOKEN = b":::MLLOG "
+TOKEN_STR = ":::MLLOG "
+MAX_KEPT_BAD = 200
+MAX_BAD_TEXT = 2000
+
+
+class Event(msgspec.Struct, gc=False):
+    """One mllog record, exactly the fields `mlperf_logging.mllog` writes."""
+
+    time_ms: float
+    key: str
+    value: Any = None
+    event_type: str = "POINT_IN_TIME"
+    namespace: str = ""
+    metadata: dict[str, Any] | None = None
+
+    def meta(self, name: str, default: Any = None) -> Any:
+        md = self.metadata
+        if md is None:
+            return default
+        return md.get(name, default)
+
+
+@dataclass(frozen=True, slots=True)
+class BadLine:
+    """A line that had the MLLOG token but no valid record; text is truncated for display."""
+
+    lineno: int
+    reason: str
+    text: str
+
+
+_decoder = msgspec.json.Decoder(Event)
+
+
+def _reason(exc: Exception) -> str:
+    msg = str(exc)
+    return msg if len(msg) <= 200 else msg[:197] + "..."
+
+
+class LineParser:
+    """Stateful per-file parser: keeps line numbers, noise/bad counters and the bad lines."""
+
+    __slots__ = ("lineno", "records", "noise", "bad_count", "bad", "non_utf8")
+
+    def __init__(self) -> None:
+        self.lineno = 0  # number of complete lines consumed so far
+        self.records = 0
+        self.noise = 0
+        self.bad_count = 0
+        self.non_utf8 = 0
+        self.bad: deque[BadLine] = deque(maxlen=MAX_KEPT_BAD)
+
+    def reset(self) -> None:
+        """Start numbering again (the file was truncated or replaced)."""
+        self.lineno = 0
+
+    def feed(self, lines: list[bytes]) -> list[Event]:
+        """Parse a batch of complete lines (without their `\\n`)."""
+        out: list[Event] = []
+        append = out.append
+        decode = _decoder.decode
+        lineno = self.lineno
+        noise = 0
+        for line in lines:
+            lineno += 1
+            i = line.rfind(TOKEN)
+            if i < 0:
+                noise += 1
+                continue
+            try:
+                append(decode(memoryview(line)[i + 9 :]))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+                ev = self._salvage(line, i, lineno, exc)
+                if ev is not None:
+                    append(ev)
+        self.records += len(out)
+        self.noise += noise
+        self.lineno = lineno
+        return out
+
+    def _salvage(self, line: bytes, i: int, lineno: int, exc: Exception) -> Event | None:
+        """Second chance for non-UTF-8 bytes (read as latin-1, as MLPerf's parser does)."""
+        payload = line[i + 9 :]
+        try:
+            payload.decode("utf-8")
+        except UnicodeDecodeError:
+            try:
+                ev = _decoder.decode(payload.decode("latin-1").encode("utf-8"))
+            except (msgspec.DecodeError, msgspec.ValidationError) as exc2:
+                exc = exc2
+            else:
+                self.non_utf8 += 1
+                return ev
+        self.bad_count += 1
+        text = line[:MAX_BAD_TEXT].decode("utf-8", errors="replace")
+        self.bad.append(BadLine(lineno, _reason(exc), text))
+        return None
+
+
+def parse_bytes(data: bytes) -> tuple[list[Event], LineParser]:
+    """Parse a whole file's contents at once (complete or not: a last line without newline counts)."""
+    lines = data.split(b"\n")
+    if lines and lines[-1] == b"":
+        lines.pop()
+    parser = LineParser()
+    return parser.feed(lines), parser
+
+
+def parse_path(path: str) -> tuple[list[Event], LineParser]:
+    with open(path, "rb") as fh:
+        return parse_bytes(fh.read())
+
+
+def dumps(event: Event) -> str:
+    """One line in the exact `mlperf_logging.mllog` layout (key order included)."""
+    body = {
+        "namespace": event.namespace,
+        "time_ms": int(event.time_ms) if float(event.time_ms).is_integer() else event.time_ms,
+        "event_type": event.event_type,
+        "key": event.key,
+        "value": event.value,
+        "metadata": event.metadata or {},
+    }
+    return TOKEN_STR + msgspec.json.encode(body).decode()

@@ -1,0 +1,116 @@
+"""MLPerf quality targets, read from the rule YAMLs that `mlperf_logging` ships.
+
+No table is typed in here: the target of a benchmark in a ruleset is the
+threshold in the `ATLEAST_ONE_CHECK` of its `eval_accuracy` rule (for example
+`v['value'] >= 0.720` for bert, `v['value'] <= 0.925` for llama2_70b_lora,
+where lower is better). A benchmark whose check is not a plain threshold
+(stable_diffusion's FID/CLIP pair) has no single target.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import yaml
+
+import mlperf_logging.compliance_checker as _cc
+
+RULES_DIR = Path(_cc.__file__).parent
+_THRESHOLD = re.compile(r"v\['value'\]\s*(>=|>|<=|<)\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)")
+_VERSION_IN_PATH = re.compile(r"(?:^|[^0-9a-z])v(\d+)\.(\d+)(?:\.(\d+))?(?![0-9])", re.IGNORECASE)
+
+
+@dataclass(frozen=True, slots=True)
+class Target:
+    key: str
+    value: float
+    higher_is_better: bool = True
+    source: str = "config"
+
+    def reached(self, value: float) -> bool:
+        return value >= self.value if self.higher_is_better else value <= self.value
+
+    def describe(self) -> str:
+        op = "≥" if self.higher_is_better else "≤"
+        return f"{self.key} {op} {self.value:g}"
+
+
+def _version_key(name: str) -> tuple[int, ...]:
+    try:
+        return tuple(int(p) for p in name.split("."))
+    except ValueError:
+        return (-1,)
+
+
+@functools.cache
+def training_rulesets() -> tuple[str, ...]:
+    """Training rulesets this mlperf_logging knows, oldest first ("4.0.0", ...)."""
+    names = [
+        p.name.removeprefix("training_")
+        for p in RULES_DIR.glob("training_*")
+        if p.is_dir() and not p.name.endswith("_warn")
+    ]
+    return tuple(sorted(names, key=_version_key))
+
+
+def latest_ruleset() -> str:
+    return training_rulesets()[-1]
+
+
+def ruleset_from_path(path: str | Path) -> str | None:
+    """`.../training_results_v2.1/...` or `.../v4.0/...` -> "2.1.0" / "4.0.0" when mlperf_logging knows it."""
+    known = set(training_rulesets())
+    for part in reversed(Path(path).parts):
+        m = _VERSION_IN_PATH.search(part)
+        if m:
+            version = f"{m.group(1)}.{m.group(2)}.{m.group(3) or 0}"
+            if version in known:
+                return version
+    return None
+
+
+def _rule_file(benchmark: str, ruleset: str, division: str) -> Path | None:
+    folder = RULES_DIR / f"training_{ruleset}"
+    for name in (f"{division}_{benchmark}.yaml", f"closed_{benchmark}.yaml", f"{benchmark}.yaml"):
+        candidate = folder / name
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+@functools.cache
+def official_target(benchmark: str, ruleset: str | None = None, division: str = "closed") -> Target | None:
+    """The eval_accuracy threshold for `benchmark` in `ruleset` (latest if None), or None if unknown."""
+    if not benchmark or "/" in benchmark or "\\" in benchmark or benchmark.startswith("."):
+        return None
+    rulesets = [ruleset] if ruleset else list(reversed(training_rulesets()))
+    for rs in rulesets:
+        path = _rule_file(benchmark, rs, division)
+        if path is None:
+            continue
+        try:
+            rules = yaml.safe_load(path.read_text()) or []
+        except (OSError, yaml.YAMLError):
+            return None
+        for rule in rules:
+            key = rule.get("KEY") if isinstance(rule, dict) else None
+            if not isinstance(key, dict) or key.get("NAME") != "eval_accuracy":
+                continue
+            check = key.get("ATLEAST_ONE_CHECK")
+            if not isinstance(check, str):
+                return None
+            m = _THRESHOLD.search(check)
+            if m is None:
+                return None
+            op, number = m.groups()
+            return Target(
+                key="eval_accuracy",
+                value=float(number),
+                higher_is_better=op.startswith(">"),
+                source=f"mlperf_logging training_{rs}/{path.name}",
+            )
+        return None
+    return None
