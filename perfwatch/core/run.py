@@ -31,6 +31,8 @@ KEY_TOKENS_PER_SAMPLE = "perfwatch_tokens_per_sample"
 KEY_PRECISION = "perfwatch_precision"
 KEY_WORLD_SIZE = "perfwatch_world_size"
 KEY_DEVICE = "perfwatch_device"
+# the workload's own quality target: value = threshold, metadata = {"higher_is_better": bool}
+KEY_TARGET = "perfwatch_target"
 
 EPOCH_IS_SAMPLES_BENCHMARKS = frozenset({"bert"})
 PHASES = ("waiting", "init", "running", "eval", "stopped")
@@ -206,16 +208,20 @@ class Run:
         key = ev.key
         if key == "submission_benchmark":
             self.benchmark = value
-            self._target_resolved = False
+            self._forget_official_target()
         elif key == "submission_org":
             self.org = value
         elif key == "submission_platform":
             self.platform = value
         elif key == "submission_division":
             self.division = value
-            self._target_resolved = False
+            self._forget_official_target()
         elif key == "submission_status":
             self.submission_status = value
+
+    def _forget_official_target(self) -> None:
+        if self._resolved is None or self._resolved.source != "workload log":
+            self._target_resolved = False
 
     def _on_init_start(self, ev: Event) -> None:
         if self.init_start_ms is None:
@@ -319,6 +325,24 @@ class Run:
         if target is not None and self.target_reached_ms is None and target.reached(value):
             self.target_reached_ms = ev.time_ms
 
+    def _on_target(self, ev: Event) -> None:
+        value = _num(ev.value)
+        if value is None or self.target is not None:  # the campaign's target wins
+            return
+        hib = ev.meta("higher_is_better", True)
+        self._resolved = Target("eval_accuracy", value, bool(hib), source="workload log")
+        self._target_resolved = True
+        self._recheck_target()
+
+    def _recheck_target(self) -> None:
+        target = self._resolved
+        if target is None or self.target_reached_ms is not None:
+            return
+        for point in self.evals:
+            if target.reached(point.value):
+                self.target_reached_ms = point.time_ms
+                break
+
     def _on_tracked_stats(self, ev: Event) -> None:
         value = ev.value
         if not isinstance(value, dict):
@@ -341,6 +365,7 @@ class Run:
         if not self._target_resolved and self.benchmark:
             self._resolved = official_target(self.benchmark, self.ruleset, self.division or "closed")
             self._target_resolved = True
+            self._recheck_target()
         return self._resolved if self._target_resolved else None
 
     def view(self) -> RunView:
@@ -439,4 +464,5 @@ _HANDLERS = {
     "eval_stop": Run._on_eval_stop,
     "eval_accuracy": Run._on_eval_accuracy,
     "tracked_stats": Run._on_tracked_stats,
+    KEY_TARGET: Run._on_target,
 }
