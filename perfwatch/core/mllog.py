@@ -94,7 +94,7 @@ class LineParser:
                 continue
             try:
                 append(decode(memoryview(line)[i + 9 :]))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc:
+            except Exception as exc:  # DecodeError, ValidationError, UnicodeDecodeError: never raise
                 ev = self._salvage(line, i, lineno, exc)
                 if ev is not None:
                     append(ev)
@@ -111,7 +111,7 @@ class LineParser:
         except UnicodeDecodeError:
             try:
                 ev = _decoder.decode(payload.decode("latin-1").encode("utf-8"))
-            except (msgspec.DecodeError, msgspec.ValidationError) as exc2:
+            except Exception as exc2:
                 exc = exc2
             else:
                 self.non_utf8 += 1

@@ -289,9 +289,13 @@ class Run:
 
     def _on_block(self, ev: Event) -> None:
         self._progress(ev)
-        if ev.key in ("block_start", "epoch_start") and self.phase in ("eval", "init", "waiting"):
-            if self.run_start_ms is not None and self.run_stop_ms is None:
-                self.phase = "running"
+        if (
+            ev.key in ("block_start", "epoch_start")
+            and self.phase in ("eval", "init", "waiting")
+            and self.run_start_ms is not None
+            and self.run_stop_ms is None
+        ):
+            self.phase = "running"
 
     def _on_eval_start(self, ev: Event) -> None:
         self._progress(ev)
@@ -429,7 +433,7 @@ class Run:
     def reset(self) -> None:
         """The log was truncated or replaced: forget everything learned from it."""
         fresh = Run(self.run_id, self.path, self.target, self.ruleset)
-        for name in Run.__slots__:  # type: ignore[attr-defined]
+        for name in Run.__slots__:
             if name != "version":
                 setattr(self, name, getattr(fresh, name))
         self.version += 1

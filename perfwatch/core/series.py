@@ -8,6 +8,7 @@ statistics over *every* value ever added are kept beside it.
 from __future__ import annotations
 
 import math
+from collections import deque
 from dataclasses import dataclass
 
 DEFAULT_CAPACITY = 512
@@ -25,59 +26,73 @@ class Stats:
 
 
 class Series:
-    """Points (x, y) with bounded storage; x is usually `time_ms`."""
+    """Points (x, y) with bounded storage; x is usually `time_ms`.
 
-    __slots__ = ("_xs", "_ys", "capacity", "_n", "_sum", "_sumsq", "_min", "_max")
+    Two parts: `recent`, the last points at full resolution (for "throughput now"), and
+    `history`, every `stride`-th point since the start; when history fills up, every other
+    point is dropped and the stride doubles, so it always spans the whole run evenly.
+    """
+
+    __slots__ = ("capacity", "_hx", "_hy", "_rx", "_ry", "_stride", "_n", "_mean", "_m2", "_min", "_max")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
-        if capacity < 4:
-            raise ValueError("capacity must be >= 4")
+        if capacity < 8:
+            raise ValueError("capacity must be >= 8")
         self.capacity = capacity
-        self._xs: list[float] = []
-        self._ys: list[float] = []
+        self._hx: list[float] = []
+        self._hy: list[float] = []
+        self._rx: deque[float] = deque(maxlen=capacity // 4)
+        self._ry: deque[float] = deque(maxlen=capacity // 4)
+        self._stride = 1
         self._n = 0
-        self._sum = 0.0
-        self._sumsq = 0.0
+        self._mean = 0.0
+        self._m2 = 0.0  # Welford: numerically stable variance
         self._min = math.inf
         self._max = -math.inf
 
     def __len__(self) -> int:
-        return len(self._xs)
+        return len(self.points())
 
     def append(self, x: float, y: float) -> None:
-        self._xs.append(x)
-        self._ys.append(y)
+        if self._n % self._stride == 0:
+            self._hx.append(x)
+            self._hy.append(y)
+            if len(self._hx) >= self.capacity - self.capacity // 4:
+                del self._hx[1::2]
+                del self._hy[1::2]
+                self._stride *= 2
+        self._rx.append(x)
+        self._ry.append(y)
         self._n += 1
-        self._sum += y
-        self._sumsq += y * y
+        delta = y - self._mean
+        self._mean += delta / self._n
+        self._m2 += delta * (y - self._mean)
         if y < self._min:
             self._min = y
         if y > self._max:
             self._max = y
-        if len(self._xs) >= self.capacity:
-            self._compact()
-
-    def _compact(self) -> None:
-        half = (len(self._xs) // 2) & ~1
-        xs, ys = self._xs, self._ys
-        new_x = [(xs[i] + xs[i + 1]) / 2 for i in range(0, half, 2)]
-        new_y = [(ys[i] + ys[i + 1]) / 2 for i in range(0, half, 2)]
-        self._xs = new_x + xs[half:]
-        self._ys = new_y + ys[half:]
 
     @property
     def last(self) -> tuple[float, float] | None:
-        if not self._xs:
+        if not self._rx:
             return None
-        return self._xs[-1], self._ys[-1]
+        return self._rx[-1], self._ry[-1]
+
+    def recent(self) -> tuple[tuple[float, float], ...]:
+        """The last points at full resolution, oldest first."""
+        return tuple(zip(self._rx, self._ry, strict=True))
 
     def points(self) -> tuple[tuple[float, float], ...]:
-        return tuple(zip(self._xs, self._ys, strict=True))
+        """The whole run: thinned history, then the recent points at full resolution."""
+        if not self._rx:
+            return ()
+        first_recent = self._rx[0]
+        older = [(x, y) for x, y in zip(self._hx, self._hy, strict=True) if x < first_recent]
+        return tuple(older) + self.recent()
 
     def stats(self) -> Stats:
         n = self._n
         if n == 0:
             return Stats()
-        mean = self._sum / n
-        var = max(self._sumsq / n - mean * mean, 0.0) * (n / (n - 1)) if n > 1 else 0.0
-        return Stats(n, mean, math.sqrt(var), self._min, self._max)
+        var = self._m2 / (n - 1) if n > 1 else 0.0
+        return Stats(n, self._mean, math.sqrt(var), self._min, self._max)

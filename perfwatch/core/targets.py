@@ -14,12 +14,12 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+import mlperf_logging.compliance_checker as _cc
 import yaml
 
-import mlperf_logging.compliance_checker as _cc
-
 RULES_DIR = Path(_cc.__file__).parent
-_THRESHOLD = re.compile(r"v\['value'\]\s*(>=|>|<=|<)\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)")
+# inclusive comparisons are quality targets; strict ones ("< 1.0", "> 0.0") are sanity bounds
+_THRESHOLD = re.compile(r"v\['value'\]\s*(>=|<=)\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)")
 _VERSION_IN_PATH = re.compile(r"(?:^|[^0-9a-z])v(\d+)\.(\d+)(?:\.(\d+))?(?![0-9])", re.IGNORECASE)
 
 

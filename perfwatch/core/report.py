@@ -1,0 +1,193 @@
+"""`perfwatch report`: per-run results and per-benchmark olympic scores, rendered four ways.
+
+The JSON form is the stable one (documented in docs/report.md); table, markdown and csv
+are renderings of the same rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfwatch.core.run import RunView
+from perfwatch.core.runbook import RunBook
+from perfwatch.core.scores import MS_PER_MINUTE, BenchmarkScore, score_runs
+
+_REPEAT_SUFFIX = re.compile(r"\.r\d+$")
+_RESULT_NAME = re.compile(r"result_\d+$")
+
+
+def status_of(view: RunView) -> str:
+    """One word a user reads: success / aborted / running / no run_stop ..."""
+    if view.run_status is not None:
+        return view.run_status
+    if view.phase in ("running", "eval"):
+        return "running"
+    if view.phase == "init":
+        return "initializing"
+    return "no run_start" if view.run_start_ms is None else "no run_stop"
+
+
+def group_of(view: RunView) -> str:
+    """Runs that form one score: a results folder, or the repeats of one launched configuration."""
+    rid = view.run_id
+    folder, _, name = rid.rpartition("/")
+    if _RESULT_NAME.match(name):
+        return folder or "."
+    return _REPEAT_SUFFIX.sub("", rid)
+
+
+def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]] | None = None) -> dict[str, Any]:
+    try:
+        rel = Path(view.path).relative_to(root).as_posix()
+    except ValueError:
+        rel = view.path
+    ttt = view.time_to_train_ms
+    stats = view.throughput_stats
+    row: dict[str, Any] = {
+        "path": rel,
+        "run_id": view.run_id,
+        "benchmark": view.benchmark,
+        "status": status_of(view),
+        "target_reached": view.target_reached if view.target is not None else None,
+        "converged": view.converged,
+        "time_to_train_ms": ttt,
+        "time_to_train_min": ttt / MS_PER_MINUTE if ttt is not None else None,
+        "target": view.target.describe() if view.target else None,
+        "best_eval": view.best_eval,
+        "evals": len(view.evals),
+        "throughput_mean": stats.mean if stats.count else None,
+        "throughput_min": stats.min if stats.count else None,
+        "throughput_max": stats.max if stats.count else None,
+        "throughput_source": view.throughput_source,
+        "seed": view.seed,
+        "global_batch_size": view.global_batch_size,
+        "bad_lines": view.bad_count,
+    }
+    if extra is not None:
+        row.update(extra(view))
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    runs: list[dict[str, Any]]
+    benchmarks: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"runs": self.runs, "benchmarks": self.benchmarks}
+
+
+def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = None) -> Report:
+    views = book.views()
+    rows = [run_row(v, book.root, extra) for v in views]
+    groups: dict[str, list[RunView]] = {}
+    for v in views:
+        groups.setdefault(group_of(v), []).append(v)
+    benches: list[dict[str, Any]] = []
+    for folder, members in groups.items():
+        bench = next((v.benchmark for v in members if v.benchmark), None)
+        scored: BenchmarkScore = score_runs(
+            bench,
+            [(v.run_id, v.time_to_train_ms / MS_PER_MINUTE if v.converged and v.time_to_train_ms else None)
+             for v in members],
+        )
+        benches.append(
+            {
+                "folder": folder,
+                "benchmark": bench,
+                "runs": scored.runs,
+                "converged": scored.converged,
+                "dropped": list(scored.dropped),
+                "score_minutes": scored.score_minutes,
+                "note": scored.note,
+            }
+        )
+    return Report(rows, benches)
+
+
+# ---- renderers ------------------------------------------------------------------
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "—"
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+RUN_COLUMNS: list[tuple[str, str, int]] = [
+    ("run_id", "run", 0),
+    ("benchmark", "benchmark", 0),
+    ("status", "status", 0),
+    ("target_reached", "target", 0),
+    ("time_to_train_min", "TTT min", 3),
+    ("best_eval", "best eval", 4),
+    ("throughput_mean", "samples/s", 1),
+    ("bad_lines", "bad", 0),
+]
+BENCH_COLUMNS: list[tuple[str, str, int]] = [
+    ("folder", "folder", 0),
+    ("benchmark", "benchmark", 0),
+    ("runs", "runs", 0),
+    ("converged", "ok", 0),
+    ("score_minutes", "score min", 3),
+    ("note", "note", 0),
+]
+
+
+def _cells(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> list[list[str]]:
+    return [[_fmt(r.get(k), d) for k, _, d in columns] for r in rows]
+
+
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
+    head = [h for _, h, _ in columns]
+    body = _cells(rows, columns)
+    widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(head)]
+    numeric = [d > 0 or k in ("runs", "converged", "bad_lines") for k, _, d in columns]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric, strict=True)).rstrip()
+
+    out = [line(head), line(["-" * w for w in widths])]
+    out += [line(r) for r in body]
+    return "\n".join(out)
+
+
+def _markdown(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
+    head = [h for _, h, _ in columns]
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in _cells(rows, columns)]
+    return "\n".join(out)
+
+
+def render(report: Report, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(report.as_dict(), indent=2, default=str)
+    if fmt == "csv":
+        buf = io.StringIO()
+        keys = list(report.runs[0].keys()) if report.runs else [k for k, _, _ in RUN_COLUMNS]
+        writer = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for row in report.runs:
+            writer.writerow(row)
+        return buf.getvalue().rstrip("\n")
+    if fmt == "markdown":
+        return (
+            "## Runs\n\n" + _markdown(report.runs, RUN_COLUMNS)
+            + "\n\n## Benchmarks\n\n" + _markdown(report.benchmarks, BENCH_COLUMNS)
+        )
+    return "RUNS\n" + _table(report.runs, RUN_COLUMNS) + "\n\nBENCHMARKS (olympic time-to-train)\n" + _table(
+        report.benchmarks, BENCH_COLUMNS
+    )

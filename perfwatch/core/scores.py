@@ -1,0 +1,67 @@
+"""MLPerf Training scores: olympic time-to-train per benchmark folder.
+
+Mirrors `mlperf_logging.result_summarizer` (strong scaling): each run's score is
+`(run_stop - run_start) / 60000` minutes; runs that fail (did not converge,
+no run_stop) are dropped and count as the slowest; then the fastest and the
+slowest are dropped (up to 4 each for unet3d) and the rest averaged. More
+failed runs than may be dropped gives no score.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+MS_PER_MINUTE = 60_000.0
+
+
+def max_dropped(benchmark: str | None) -> int:
+    """How many scores are dropped at each end (unet3d's high variance earns it 4)."""
+    return 4 if benchmark == "unet3d" else 1
+
+
+def olympic_score(minutes: Sequence[float], non_converged: int, benchmark: str | None) -> float | None:
+    """Olympic mean of converged runs' minutes; `non_converged` runs are the slowest, already dropped."""
+    drop = max_dropped(benchmark)
+    if non_converged > drop:
+        return None
+    scores = sorted(minutes)
+    countable = scores[drop : len(scores) - (drop - non_converged)]
+    if not countable:
+        return None
+    return sum(countable) / len(countable)
+
+
+@dataclass(frozen=True, slots=True)
+class BenchmarkScore:
+    """The score of one benchmark folder, with the runs that went into it."""
+
+    benchmark: str | None
+    runs: int
+    converged: int
+    score_minutes: float | None
+    dropped: tuple[str, ...]  # run ids left out: non-converged ones and the fastest/slowest
+    note: str
+
+
+def score_runs(benchmark: str | None, runs: Sequence[tuple[str, float | None]]) -> BenchmarkScore:
+    """`runs`: (run id, minutes or None when the run did not converge)."""
+    ok = sorted(((m, rid) for rid, m in runs if m is not None), key=lambda p: (p[0], p[1]))
+    failed = [rid for rid, m in runs if m is None]
+    drop = max_dropped(benchmark)
+    score = olympic_score([m for m, _ in ok], len(failed), benchmark)
+    dropped: list[str] = list(failed)
+    if score is not None:
+        dropped += [rid for _, rid in ok[:drop]]
+        keep_top = drop - len(failed)
+        if keep_top > 0:
+            dropped += [rid for _, rid in ok[len(ok) - keep_top :]]
+    if len(failed) > drop:
+        note = f"{len(failed)} runs did not converge: more than the {drop} that may be dropped, no score"
+    elif failed:
+        note = f"{len(failed)} non-converged run(s) dropped as the slowest"
+    elif score is None:
+        note = "too few runs for an olympic score"
+    else:
+        note = ""
+    return BenchmarkScore(benchmark, len(runs), len(ok), score, tuple(dropped), note)

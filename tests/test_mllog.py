@@ -1,0 +1,149 @@
+"""The mllog line parser takes everything real logs contain and never raises (R1)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from perfwatch.core.mllog import Event, LineParser, dumps, parse_path
+
+REAL = b':::MLLOG {"namespace": "", "time_ms": 1665709241779, "event_type": "POINT_IN_TIME", "key": "seed", "value": 4361, "metadata": {"file": "x.py", "lineno": 243}}'
+
+
+def feed(*lines: bytes) -> tuple[list[Event], LineParser]:
+    p = LineParser()
+    return p.feed(list(lines)), p
+
+
+def test_what_mlperf_logging_writes_round_trips(tmp_path: Path) -> None:
+    from mlperf_logging import mllog
+
+    log = tmp_path / "mllog.txt"
+    logger = mllog.get_mllogger()
+    mllog.config(filename=str(log))
+    try:
+        logger.event(key="tracked_stats", value={"throughput": 12.5, "loss": 0.3}, metadata={"step": 7})
+        logger.start(key="run_start", value=None)
+        logger.event(key="eval_accuracy", value=0.75, metadata={"epoch_num": 3})
+        logger.end(key="run_stop", metadata={"status": "success"})
+    finally:
+        for h in list(logger.logger.handlers):
+            logger.logger.removeHandler(h)
+            h.close()
+    events, parser = parse_path(str(log))
+    assert [e.key for e in events] == ["tracked_stats", "run_start", "eval_accuracy", "run_stop"]
+    assert events[0].value == {"throughput": 12.5, "loss": 0.3}
+    assert events[0].meta("step") == 7
+    assert events[1].event_type == "INTERVAL_START" and events[1].value is None
+    assert events[3].meta("status") == "success"
+    assert parser.bad_count == 0
+    # our writer produces lines mlperf_logging's own parser accepts
+    line = dumps(events[2])
+    assert json.loads(line.split(":::MLLOG ", 1)[1])["value"] == 0.75
+
+
+def test_prefixes_noise_crlf() -> None:
+    events, p = feed(
+        b"0: " + REAL,
+        b"4063:" + REAL,  # what `grep -n` style prefixes look like in real results
+        b"[2024-05-06 10:00:01] rank 3 " + REAL + b"\r",
+        b"+ echo 'Beginning trial 2 of 5'",
+        b"",
+        b"vm.drop_caches = 3",
+    )
+    assert len(events) == 3 and all(e.key == "seed" and e.value == 4361 for e in events)
+    assert p.noise == 3 and p.bad_count == 0 and p.lineno == 6
+
+
+def test_last_token_wins_like_mlperf_parser() -> None:
+    line = b":::MLLOG {\"broken\" " + REAL  # two ranks interleaved on one line
+    events, p = feed(line)
+    assert len(events) == 1 and p.bad_count == 0
+
+
+def test_bad_lines_are_counted_with_line_numbers_and_kept() -> None:
+    events, p = feed(
+        REAL,
+        b':::MLLOG {"time_ms": 1, "key": "x"',  # truncated
+        b":::MLLOG not json at all",
+        b':::MLLOG {"time_ms": "1.2.3", "key": "x"}',  # wrong type
+        b':::MLLOG {"key": "no time"}',  # missing field
+        REAL,
+    )
+    assert len(events) == 2
+    assert p.bad_count == 4
+    assert [b.lineno for b in p.bad] == [2, 3, 4, 5]
+    assert "1.2.3" in p.bad[2].text
+    assert all(b.reason for b in p.bad)
+
+
+def test_latin1_and_invalid_utf8_are_read_not_raised() -> None:
+    latin = ':::MLLOG {"time_ms": 5, "key": "submission_org", "value": "Müller"}'.encode("latin-1")
+    junk = b':::MLLOG {"time_ms": 6, "key": "note", "value": "\xff\xfe\x80"}'
+    events, p = feed(latin, junk)
+    assert [e.value for e in events] == ["Müller", "ÿþ\x80"]
+    assert p.non_utf8 == 2 and p.bad_count == 0
+
+
+def test_dict_null_and_huge_values() -> None:
+    big = "x" * (10 * 1024 * 1024)
+    line = (':::MLLOG {"time_ms": 7, "key": "blob", "value": "' + big + '", "metadata": null}').encode()
+    events, p = feed(
+        b':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "tracked_stats", "value": {"throughput": 2.45}, "metadata": {"step": 1536}}',
+        b':::MLLOG {"time_ms": 2, "key": "run_stop", "value": null, "metadata": {"status": "aborted"}}',
+        line,
+        b":::MLLOG " + b"[" * 100_000,  # deeply nested garbage
+    )
+    assert events[0].value == {"throughput": 2.45}
+    assert events[1].value is None
+    assert len(events[2].value) == len(big)
+    assert p.bad_count == 1 and len(p.bad[0].text) <= 2000
+
+
+def _mutations(line: bytes) -> st.SearchStrategy[bytes]:
+    def mutate(data: bytes, pos: int, kind: int, byte: int) -> bytes:
+        pos %= len(data) + 1
+        if kind == 0:
+            return data[:pos]  # truncation
+        if kind == 1:
+            return data[:pos] + bytes([byte]) + data[pos:]  # insertion
+        if kind == 2:
+            return data[:pos] + data[pos + 1 :]  # deletion
+        return data[:pos] + bytes([byte]) + data[pos + 1 :]  # replacement
+
+    return st.builds(mutate, st.just(line), st.integers(0, 10_000), st.integers(0, 3), st.integers(0, 255))
+
+
+REAL_LINES = [
+    line
+    for path in sorted((Path(__file__).parent / "data/mlperf-logs").rglob("result_0.txt"))
+    for line in path.read_bytes().split(b"\n")[:40]
+    if b":::MLLOG" in line
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=300),
+            st.builds(lambda b: b":::MLLOG " + b, st.binary(max_size=200)),
+            st.sampled_from(REAL_LINES).flatmap(_mutations),
+            st.sampled_from(REAL_LINES),
+        ),
+        max_size=40,
+    )
+)
+def test_random_and_mutated_lines_never_crash(lines: list[bytes]) -> None:
+    lines = [ln.replace(b"\n", b" ") for ln in lines]
+    p = LineParser()
+    events = p.feed(lines)
+    # every line is accounted for exactly once: a record, noise, or a counted bad line
+    assert len(events) + p.noise + p.bad_count == len(lines)
+    assert p.lineno == len(lines)
+    for e in events:
+        assert isinstance(e.key, str) and isinstance(e.time_ms, float)
+    assert all(1 <= b.lineno <= len(lines) for b in p.bad)
