@@ -138,3 +138,27 @@ def test_reset_forgets_a_replaced_log(tmp_path: Path) -> None:
     run.reset()
     v = run.view()
     assert v.run_start_ms is None and v.time_to_train_ms is None and v.phase == "waiting"
+
+
+def test_series_bulk_extend_equals_one_by_one() -> None:
+    import math
+    import random
+
+    for trial in range(50):
+        a, b = Series(64), Series(64)
+        rng = random.Random(trial)
+        n = 0
+        for _ in range(rng.randint(1, 20)):
+            k = rng.randint(0, 200)
+            xs = [float(n + i) for i in range(k)]
+            ys = [rng.random() * 100 for _ in range(k)]
+            n += k
+            for x, y in zip(xs, ys, strict=True):
+                a.append(x, y)
+            b.extend(xs, ys)
+            assert a.points() == b.points()
+            sa, sb = a.stats(), b.stats()
+            assert sa.count == sb.count
+            if sa.count:
+                assert math.isclose(sa.mean, sb.mean, rel_tol=1e-9)
+                assert math.isclose(sa.sd, sb.sd, rel_tol=1e-6, abs_tol=1e-9)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -231,14 +231,40 @@ class RunBook:
         return tuple(tail) if tail else ()
 
 
+READ_CHUNK = 4 << 20
+
+
+def iter_line_batches(path: Path | str, chunk: int = READ_CHUNK) -> Iterator[list[bytes]]:
+    """Complete lines of a file in batches of about `chunk` bytes; memory stays flat for huge logs."""
+    with open(path, "rb") as fh:
+        partial = b""
+        while True:
+            data = fh.read(chunk)
+            if not data:
+                break
+            lines = (partial + data).split(b"\n") if partial else data.split(b"\n")
+            partial = lines.pop()
+            if lines:
+                yield lines
+        if partial:
+            yield [partial]  # a last line without newline: the file is complete, so count it
+
+
 def load(root: Path | str, *, ruleset: str | None = None) -> RunBook:
     """Read every log under `root` once (headless report/check)."""
     root = Path(root)
     book = RunBook(root.parent if root.is_file() else root, ruleset=ruleset)
     for path in discover(root):
         try:
-            data = path.read_bytes()
+            for lines in iter_line_batches(path):
+                book.apply([_Batch(str(path), lines, False)])
         except OSError:
             continue
-        book.feed_file(path, data)
     return book
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    path: str
+    lines: list[bytes]
+    reset: bool

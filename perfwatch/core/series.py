@@ -72,6 +72,45 @@ class Series:
         if y > self._max:
             self._max = y
 
+    def extend(self, xs: list[float], ys: list[float]) -> None:
+        """Append many points at once (same result as `append` in a loop, several times faster)."""
+        n0 = self._n
+        k = len(ys)
+        if k == 0:
+            return
+        if k < 8:
+            for x, y in zip(xs, ys, strict=True):
+                self.append(x, y)
+            return
+        # history: the indices n0..n0+k-1 that fall on the stride (the stride may double mid-way)
+        i = (-n0) % self._stride
+        while i < k:
+            self._hx.append(xs[i])
+            self._hy.append(ys[i])
+            if len(self._hx) >= self.capacity - self.capacity // 4:
+                del self._hx[1::2]
+                del self._hy[1::2]
+                self._stride *= 2
+                i += (-(n0 + i + 1)) % self._stride + 1
+            else:
+                i += self._stride
+        tail = self._rx.maxlen or k
+        self._rx.extend(xs[-tail:])
+        self._ry.extend(ys[-tail:])
+        # merge the batch's mean/M2 into the running ones (Chan et al.)
+        bmean = math.fsum(ys) / k
+        bm2 = math.fsum((y - bmean) ** 2 for y in ys)
+        n = n0 + k
+        delta = bmean - self._mean
+        self._mean += delta * k / n
+        self._m2 += bm2 + delta * delta * n0 * k / n
+        self._n = n
+        lo, hi = min(ys), max(ys)
+        if lo < self._min:
+            self._min = lo
+        if hi > self._max:
+            self._max = hi
+
     @property
     def last(self) -> tuple[float, float] | None:
         if not self._rx:
