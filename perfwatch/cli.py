@@ -16,23 +16,33 @@ import perfwatch
 import perfwatch.commands
 
 
-def build_parser() -> argparse.ArgumentParser:
+def command_names() -> list[str]:
+    return sorted(
+        info.name for info in pkgutil.iter_modules(perfwatch.commands.__path__) if not info.name.startswith("_")
+    )
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The full parser, or with `only` just that subcommand (startup imports one module, not all)."""
     parser = argparse.ArgumentParser(
         prog="perfwatch",
         description="Launch, watch and score deep-learning training benchmarks (MLPerf mllog).",
     )
     parser.add_argument("--version", action="version", version=f"perfwatch {perfwatch.__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for info in sorted(pkgutil.iter_modules(perfwatch.commands.__path__), key=lambda m: m.name):
-        if info.name.startswith("_"):
+    for name in command_names():
+        if only is not None and name != only:
             continue
-        module = importlib.import_module(f"perfwatch.commands.{info.name}")
+        module = importlib.import_module(f"perfwatch.commands.{name}")
         module.register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first = next((a for a in argv if not a.startswith("-")), None)
+    only = first if first in command_names() and "-h" not in argv[:1] else None
+    parser = build_parser(only)
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()

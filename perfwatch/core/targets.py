@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import mlperf_logging.compliance_checker as _cc
-import yaml
 
 RULES_DIR = Path(_cc.__file__).parent
 # inclusive comparisons are quality targets; strict ones ("< 1.0", "> 0.0") are sanity bounds
@@ -91,6 +90,8 @@ def official_target(benchmark: str, ruleset: str | None = None, division: str = 
         path = _rule_file(benchmark, rs, division)
         if path is None:
             continue
+        import yaml  # lazy: only needed the first time a benchmark's target is looked up
+
         try:
             rules = yaml.safe_load(path.read_text()) or []
         except (OSError, yaml.YAMLError):

@@ -1,0 +1,73 @@
+"""RunBook: which files are runs, what their ids are, and that nothing is counted twice."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from perfwatch.core.runbook import RunBook, discover, load
+
+REC = ':::MLLOG {{"namespace": "", "time_ms": {t}, "event_type": "POINT_IN_TIME", "key": "{k}", "value": {v}, "metadata": {{}}}}\n'
+
+
+def rec(t: int, k: str, v: str = "null") -> str:
+    return REC.format(t=t, k=k, v=v)
+
+
+class B:
+    def __init__(self, path: Path, lines: list[bytes], reset: bool = False) -> None:
+        self.path, self.lines, self.reset = str(path), lines, reset
+
+
+def test_perfwatch_logdir_layout(tmp_path: Path) -> None:
+    run = tmp_path / "mlp.bs32.r0"
+    run.mkdir()
+    (run / "mllog.txt").write_text(rec(1, "run_start") + rec(2, "seed", "7"))
+    # the workload also echoed its records to stdout: they must not be counted twice
+    (run / "output.log").write_text("epoch 1 loss 0.3\n" + rec(1, "run_start") + "Traceback: boom\n")
+    (run / "telemetry.jsonl").write_text('{"t": 1}\n')
+    (tmp_path / "perfwatch.json").write_text("{}")
+    assert [p.name for p in discover(tmp_path)] == ["mllog.txt"]
+    book = RunBook(tmp_path)
+    book.apply([B(run / "output.log", (run / "output.log").read_bytes().splitlines()),
+                B(run / "mllog.txt", (run / "mllog.txt").read_bytes().splitlines())])
+    (view,) = book.views()
+    assert view.run_id == "mlp.bs32.r0"
+    assert view.key_counts["run_start"] == 1 and view.seed == 7
+    assert book.log_tail("mlp.bs32.r0")[-1] == "Traceback: boom"
+
+
+def test_stdout_only_workload_uses_output_log(tmp_path: Path) -> None:
+    run = tmp_path / "job.r0"
+    run.mkdir()
+    (run / "output.log").write_text("hello\n" + rec(1, "run_start") + rec(5, "run_stop", "null"))
+    book = RunBook(tmp_path)
+    book.apply([B(run / "output.log", (run / "output.log").read_bytes().splitlines())])
+    (view,) = book.views()
+    assert view.run_id == "job.r0" and view.run_start_ms == 1
+    # then the workload starts writing mllog.txt: it becomes the only source, nothing doubled
+    (run / "mllog.txt").write_text(rec(1, "run_start"))
+    book.apply([B(run / "mllog.txt", (run / "mllog.txt").read_bytes().splitlines())])
+    assert book.views()[0].key_counts["run_start"] == 1
+
+
+def test_files_without_records_are_not_runs(tmp_path: Path) -> None:
+    (tmp_path / "notes.txt").write_text("nothing to see\n")
+    (tmp_path / "a.log").write_text("x\n" + rec(3, "run_start"))
+    book = load(tmp_path)
+    assert [v.run_id for v in book.views()] == ["a"]
+
+
+def test_reset_batch_replaces_the_run_state(tmp_path: Path) -> None:
+    f = tmp_path / "result_0.txt"
+    book = RunBook(tmp_path)
+    book.apply([B(f, [rec(1, "run_start").strip().encode(), rec(9, "run_stop").strip().encode()])])
+    assert book.views()[0].run_stop_ms == 9
+    book.apply([B(f, [rec(100, "run_start").strip().encode()], reset=True)])
+    v = book.views()[0]
+    assert v.run_start_ms == 100 and v.run_stop_ms is None and v.key_counts["run_start"] == 1
+
+
+def test_natural_order_of_results(tmp_path: Path) -> None:
+    for i in (10, 2, 1):
+        (tmp_path / f"result_{i}.txt").write_text(rec(i, "run_start"))
+    assert [p.name for p in discover(tmp_path)] == ["result_1.txt", "result_2.txt", "result_10.txt"]
