@@ -84,23 +84,22 @@ class LineParser:
         out: list[Event] = []
         append = out.append
         decode = _decoder.decode
-        lineno = self.lineno
+        base = self.lineno + 1
         noise = 0
-        for line in lines:
-            lineno += 1
+        for idx, line in enumerate(lines):
             i = line.rfind(TOKEN)
             if i < 0:
                 noise += 1
                 continue
             try:
-                append(decode(memoryview(line)[i + 9 :]))
+                append(decode(line[i + 9 :]))
             except Exception as exc:  # DecodeError, ValidationError, UnicodeDecodeError: never raise
-                ev = self._salvage(line, i, lineno, exc)
+                ev = self._salvage(line, i, base + idx, exc)
                 if ev is not None:
                     append(ev)
         self.records += len(out)
         self.noise += noise
-        self.lineno = lineno
+        self.lineno += len(lines)
         return out
 
     def _salvage(self, line: bytes, i: int, lineno: int, exc: Exception) -> Event | None:

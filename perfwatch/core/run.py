@@ -373,15 +373,20 @@ class Run:
     def _on_tracked_bulk(self, events: list[Event]) -> None:
         """tracked_stats records of one batch, in order (most lines of a long log are these)."""
         self.key_counts["tracked_stats"] = self.key_counts.get("tracked_stats", 0) + len(events)
-        xs: list[float] = []
-        ys: list[float] = []
-        for ev in events:
-            value = ev.value
-            if type(value) is dict:
-                tp = value.get("throughput")
-                if type(tp) is float or type(tp) is int:
-                    xs.append(ev.time_ms)
-                    ys.append(tp)
+        try:  # fast path: every record carries a numeric throughput
+            ys = [ev.value["throughput"] for ev in events]
+            if not all(type(y) is float or type(y) is int for y in ys):
+                raise TypeError
+            xs = [ev.time_ms for ev in events]
+        except (TypeError, KeyError):
+            xs, ys = [], []
+            for ev in events:
+                value = ev.value
+                if type(value) is dict:
+                    tp = value.get("throughput")
+                    if type(tp) is float or type(tp) is int:
+                        xs.append(ev.time_ms)
+                        ys.append(tp)
         if xs:
             self.throughput_source = "tracked_stats"
             self.throughput.extend(xs, ys)

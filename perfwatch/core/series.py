@@ -99,7 +99,7 @@ class Series:
         self._ry.extend(ys[-tail:])
         # merge the batch's mean/M2 into the running ones (Chan et al.)
         bmean = math.fsum(ys) / k
-        bm2 = math.fsum((y - bmean) ** 2 for y in ys)
+        bm2 = math.fsum([(y - bmean) * (y - bmean) for y in ys])
         n = n0 + k
         delta = bmean - self._mean
         self._mean += delta * k / n
