@@ -77,8 +77,9 @@ def generate(path: Path, lines: int, seed: int = 0) -> None:
             prefix = "0: " if step % 3 == 0 else ""
             fh.write(prefix + ":::MLLOG " + json.dumps(rec) + "\n")
             written += 1
-        fh.write(':::MLLOG {"namespace": "", "time_ms": %d, "event_type": "INTERVAL_END", "key": "run_stop", '
-                 '"value": null, "metadata": {"file": "train.py", "lineno": 200, "status": "success"}}\n' % (t + 1))
+        stop = {"namespace": "", "time_ms": t + 1, "event_type": "INTERVAL_END", "key": "run_stop", "value": None,
+                "metadata": {"file": "train.py", "lineno": 200, "status": "success"}}
+        fh.write(":::MLLOG " + json.dumps(stop) + "\n")
 
 
 def perfwatch_ingest(path: Path, times: int = 1) -> tuple[float, int]:
@@ -128,11 +129,11 @@ def reference_parse(path: Path, lines: int) -> tuple[float, int]:
 
 def rss_after(path: Path, times: int) -> float:
     code = (
-        "import sys, psutil; sys.path.insert(0, %r)\n"
+        f"import sys, psutil; sys.path.insert(0, {str(ROOT)!r})\n"
         "from benchmarks.ingest import perfwatch_ingest\n"
         "from pathlib import Path\n"
-        "perfwatch_ingest(Path(%r), %d)\n"
-        "print(psutil.Process().memory_info().rss)\n" % (str(ROOT), str(path), times)
+        f"perfwatch_ingest(Path({str(path)!r}), {times})\n"
+        "print(psutil.Process().memory_info().rss)\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     return int(out.stdout.strip().splitlines()[-1]) / 1e6
