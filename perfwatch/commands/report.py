@@ -21,6 +21,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("logdir", type=Path, help="folder (or single file) holding mllog logs")
     p.add_argument("--format", choices=["table", "json", "markdown", "csv"], default="table")
     p.add_argument("--ruleset", help="MLPerf training ruleset for targets, e.g. 4.0.0 (default: from the path)")
+    p.add_argument(
+        "--no-cpu-peak", action="store_true",
+        help="do not measure this host's matmul peak for the MFU of CPU runs (MFU shows — for them)",
+    )
     p.set_defaults(func=run)
 
 
@@ -33,6 +37,6 @@ def run(args: argparse.Namespace) -> int:
     if not book.runs:
         print(f"perfwatch report: {root}: no MLLOG records found", file=sys.stderr)
         return 1
-    rep = report_mod.build(book)
+    rep = report_mod.build(book, extra=report_mod.metrics_columns(measure_cpu_peak=not args.no_cpu_peak))
     print(report_mod.render(rep, args.format))
     return 0

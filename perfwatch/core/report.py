@@ -113,6 +113,28 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
     return Report(rows, benches)
 
 
+def metrics_columns(*, measure_cpu_peak: bool = True) -> Callable[[RunView], dict[str, Any]]:
+    """Throughput-now, MFU and telemetry columns (core/metrics); CPU runs use the measured host peak."""
+    from perfwatch.core import flops, metrics
+
+    cpu_peaks: dict[str, Any] = {}
+
+    def extra(view: RunView) -> dict[str, Any]:
+        peak = None
+        device = view.params.get("perfwatch_device")
+        if measure_cpu_peak and view.flops_per_sample and isinstance(device, str) and device.startswith("cpu"):
+            dtype = flops.normalize_dtype(view.precision)
+            if dtype not in cpu_peaks:
+                try:
+                    cpu_peaks[dtype] = flops.cpu_peak(dtype)
+                except (ImportError, ValueError, RuntimeError):
+                    cpu_peaks[dtype] = None
+            peak = cpu_peaks[dtype]
+        return metrics.report_extra(view, peak=peak)
+
+    return extra
+
+
 # ---- renderers ------------------------------------------------------------------
 
 def _fmt(value: Any, digits: int = 2) -> str:
@@ -135,6 +157,10 @@ RUN_COLUMNS: list[tuple[str, str, int]] = [
     ("time_to_train_min", "TTT min", 3),
     ("best_eval", "best eval", 4),
     ("throughput_mean", "samples/s", 1),
+    ("samples_per_s_window", "now", 1),
+    ("mfu", "MFU", 3),
+    ("gpu_util_mean", "GPU %", 0),
+    ("power_mean_w", "W", 0),
     ("bad_lines", "bad", 0),
 ]
 BENCH_COLUMNS: list[tuple[str, str, int]] = [
