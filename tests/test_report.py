@@ -120,4 +120,26 @@ def test_broken_and_truncated_copies_do_not_crash(capsys, tmp_path: Path, mlperf
     assert by["result_0.txt"]["status"] in ("running", "no run_stop")
     assert by["result_0.txt"]["converged"] is False
     assert by["result_1.txt"]["bad_lines"] == 3
-    assert rep["benchmarks"][0]["converged"] == 9
+    # like the official summarizer, a log with unparsable MLLOG lines fails the checker and is dropped
+    assert by["result_1.txt"]["compliance"] == "fail" and by["result_1.txt"]["converged"] is False
+    assert rep["benchmarks"][0]["converged"] == 8
+
+
+def test_baseline_grid_and_mila_reports(capsys, tmp_path: Path, mlperf_logs: Path) -> None:
+    folder = str(mlperf_logs / "v2.1/MosaicML")
+    rep = _report_json(capsys, folder, "--baseline", "8xA100_80GB-baseline", "--mila-json", str(tmp_path))
+    rows = {r["row"]: r for r in rep["baseline_grid"]["rows"]}
+    assert rows["8xA100_80GB-methods"]["geomean"] == pytest.approx(21.371129166666666 / 7.895954166666667)
+    files = sorted(tmp_path.glob("*.json"))
+    assert len(files) == 20
+    one = json.loads(files[0].read_text())
+    assert one["benchmark"] == "bert"
+    assert main(["report", folder, "--baseline", "no-such-run"]) == 2
+    assert "--baseline" in capsys.readouterr().err
+
+
+def test_live_compliance_verdict_in_report(capsys, mlperf_logs: Path) -> None:
+    rep = _report_json(capsys, str(mlperf_logs / "v2.1/Krai"))
+    verdicts = {Path(r["path"]).name: r["compliance"] for r in rep["runs"]}
+    assert verdicts == {"result_0.txt": "pass", "result_1.txt": "fail", "result_2.txt": "pass",
+                        "result_3.txt": "pass", "result_4.txt": "pass"}

@@ -22,6 +22,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=["table", "json", "markdown", "csv"], default="table")
     p.add_argument("--ruleset", help="MLPerf training ruleset for targets, e.g. 4.0.0 (default: from the path)")
     p.add_argument(
+        "--baseline", metavar="RUN_OR_JOB",
+        help="add a grid of speed-ups normalized to this run, job or folder (geometric mean across benchmarks)",
+    )
+    p.add_argument(
+        "--mila-json", type=Path, metavar="DIR",
+        help="also write one Mila-style JSON report per run (train_item stats after warm-up) into DIR",
+    )
+    p.add_argument(
         "--no-cpu-peak", action="store_true",
         help="do not measure this host's matmul peak for the MFU of CPU runs (MFU shows — for them)",
     )
@@ -38,5 +46,38 @@ def run(args: argparse.Namespace) -> int:
         print(f"perfwatch report: {root}: no MLLOG records found", file=sys.stderr)
         return 1
     rep = report_mod.build(book, extra=report_mod.metrics_columns(measure_cpu_peak=not args.no_cpu_peak))
+    grid = None
+    if args.baseline:
+        from perfwatch.core.compare import baseline_grid, render_grid
+
+        grid = baseline_grid(rep.benchmarks, args.baseline)
+        if "error" in grid:
+            print(f"perfwatch report: --baseline: {grid['error']}", file=sys.stderr)
+            return 2
+    if args.mila_json:
+        _write_mila(book, args.mila_json)
+    if args.format == "json":
+        import json
+
+        body = rep.as_dict()
+        if grid is not None:
+            body["baseline_grid"] = grid
+        print(json.dumps(body, indent=2, default=str))
+        return 0
     print(report_mod.render(rep, args.format))
+    if grid is not None:
+        print()
+        print(render_grid(grid))
     return 0
+
+
+def _write_mila(book: runbook.RunBook, out: Path) -> None:
+    import json
+
+    from perfwatch.core.compare import mila_run_report
+    from perfwatch.core.package import safe_component
+
+    out.mkdir(parents=True, exist_ok=True)
+    for view in book.views():
+        name = safe_component(view.run_id.replace("/", "__"), "run") + ".json"
+        (out / name).write_text(json.dumps(mila_run_report(view), indent=2, default=str) + "\n")

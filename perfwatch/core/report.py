@@ -70,6 +70,8 @@ def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]
         "seed": view.seed,
         "global_batch_size": view.global_batch_size,
         "bad_lines": view.bad_count,
+        "compliance": None if view.compliance_ok is None else ("pass" if view.compliance_ok else "fail"),
+        "findings": [f"{f.severity}: {f.message}" for f in view.findings][:20],
     }
     if extra is not None:
         row.update(extra(view))
@@ -161,6 +163,7 @@ RUN_COLUMNS: list[tuple[str, str, int]] = [
     ("mfu", "MFU", 3),
     ("gpu_util_mean", "GPU %", 0),
     ("power_mean_w", "W", 0),
+    ("compliance", "rules", 0),
     ("bad_lines", "bad", 0),
 ]
 BENCH_COLUMNS: list[tuple[str, str, int]] = [

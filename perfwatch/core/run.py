@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from perfwatch.core.live_checks import Finding, LiveChecker
 from perfwatch.core.mllog import BadLine, Event, LineParser
 from perfwatch.core.series import Series, Stats
 from perfwatch.core.targets import Target, official_target
@@ -100,6 +101,8 @@ class RunView:
     bad_lines: tuple[BadLine, ...]
     non_utf8: int
     key_counts: Mapping[str, int]
+    findings: tuple[Finding, ...]  # live MLPerf compliance findings (core/live_checks)
+    compliance_ok: bool | None  # the expected verdict of the official checker; None while undecided
     version: int
 
     @property
@@ -115,7 +118,12 @@ class RunView:
     def converged(self) -> bool:
         """What MLPerf's scoring counts: a stopped run with status success that reached its target."""
         target_ok = self.target_reached or self.target is None
-        return self.run_status == "success" and self.time_to_train_ms is not None and target_ok
+        return (
+            self.run_status == "success"
+            and self.time_to_train_ms is not None
+            and target_ok
+            and self.compliance_ok is not False  # the summarizer drops runs that fail the checker
+        )
 
     @property
     def last_throughput(self) -> float | None:
@@ -170,6 +178,12 @@ class Run:
     _epoch_is_samples: bool | None = None
     _resolved: Target | None = None
     _view: RunView | None = None
+    checker: LiveChecker | None = None
+    _checker_version: int = -1
+
+    def __post_init__(self) -> None:
+        if self.checker is None:
+            self.checker = LiveChecker(self.ruleset)
 
     # ---- ingest ---------------------------------------------------------------
     def feed_lines(self, lines: list[bytes]) -> int:
@@ -185,12 +199,18 @@ class Run:
             events = feed(lines[k : k + _SLICE] if len(lines) > _SLICE else lines)
             n += len(events)
             self.apply(events)
+        if self.checker is not None:
+            self.checker.note_bad_lines(self.parser.bad_count)
         if not n and lines:
             self.version += 1  # noise/bad lines change counters shown to the user
             self._view = None
         return n
 
     def apply(self, events: Iterable[Event]) -> None:
+        if not isinstance(events, list):
+            events = list(events)
+        if self.checker is not None and events:
+            self.checker.apply(events)
         counts = self.key_counts
         params = self.params
         handlers = _HANDLERS
@@ -410,8 +430,18 @@ class Run:
             self._recheck_target()
         return self._resolved if self._target_resolved else None
 
+    def finish(self) -> None:
+        """The log is complete (its process ended, or a static file was read): judge end-of-run rules."""
+        if self.checker is not None:
+            self.checker.finish()
+
     def view(self) -> RunView:
         """The current snapshot; rebuilt only when something changed since the last call."""
+        checker = self.checker
+        if checker is not None and checker.version != self._checker_version:
+            self._checker_version = checker.version
+            self.version += 1
+            self._view = None
         if self._view is not None:
             return self._view
         target = self.resolved_target()
@@ -464,6 +494,8 @@ class Run:
             bad_lines=tuple(parser.bad),
             non_utf8=parser.non_utf8,
             key_counts=MappingProxyType(dict(self.key_counts)),
+            findings=checker.findings() if checker is not None else (),
+            compliance_ok=checker.passed if checker is not None else None,
             version=self.version,
         )
         return self._view
@@ -472,7 +504,7 @@ class Run:
         """The log was truncated or replaced: forget everything learned from it."""
         fresh = Run(self.run_id, self.path, self.target, self.ruleset)
         for name in Run.__slots__:
-            if name != "version":
+            if name not in ("version", "_checker_version"):
                 setattr(self, name, getattr(fresh, name))
         self.version += 1
         self._view = None

@@ -166,12 +166,12 @@ class RunBook:
             run = self.runs.get(run_id)
             if run is None:
                 # only becomes a run if it carries records (or a launched run's mllog.txt appears)
-                probe = Run(run_id, path, target=self.targets.get(run_id))
+                probe = Run(run_id, path, target=self.targets.get(run_id),
+                            ruleset=self.ruleset or ruleset_from_path(path))
                 if not probe.feed_lines(lines):
                     return True
                 self.runs[run_id] = probe
                 self._order.append(run_id)
-                probe.ruleset = self.ruleset or ruleset_from_path(path)
                 return True
             if reset:
                 run.reset()
@@ -186,7 +186,8 @@ class RunBook:
         if src.role == "file":
             run = self.runs.get(run_id)
             if run is None:
-                probe = Run(run_id, path, target=self.targets.get(run_id))
+                probe = Run(run_id, path, target=self.targets.get(run_id),
+                            ruleset=self.ruleset or ruleset_from_path(path))
                 if not probe.feed_lines(lines):
                     if probe.parser.bad_count:
                         self._adopt(probe, path)
@@ -205,8 +206,6 @@ class RunBook:
         return True
 
     def _adopt(self, run: Run, path: str) -> None:
-        run.ruleset = self.ruleset or ruleset_from_path(path)
-        run._target_resolved = False  # the ruleset may change the official target
         self.runs[run.run_id] = run
         self._order.append(run.run_id)
 
@@ -225,6 +224,12 @@ class RunBook:
 
     def views(self) -> list[RunView]:
         return [self.runs[rid].view() for rid in self._order]
+
+    def finish(self, run_id: str) -> None:
+        """The run's process has ended: its log is complete."""
+        run = self.runs.get(run_id)
+        if run is not None:
+            run.finish()
 
     def log_tail(self, run_id: str) -> tuple[str, ...]:
         tail = self.tails.get(run_id)
@@ -260,6 +265,8 @@ def load(root: Path | str, *, ruleset: str | None = None) -> RunBook:
                 book.apply([_Batch(str(path), lines, False)])
         except OSError:
             continue
+    for run in book.runs.values():
+        run.finish()  # static files are complete: judge the end-of-run rules
     return book
 
 

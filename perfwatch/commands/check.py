@@ -1,0 +1,72 @@
+"""`perfwatch check LOGDIR`: MLPerf's official compliance checker on every run; exit 0 only if all pass."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from perfwatch.core.compliance import CheckResult, check_tree
+from perfwatch.core.targets import training_rulesets
+
+MAX_MESSAGE_LINES = 12
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "check",
+        help="run MLPerf's official compliance checker on every run log",
+        description="Run mlperf_logging's compliance checker (in-process) on every run log under LOGDIR. "
+        "Exit status 0 only if every run passes, 1 if any fails, 2 if nothing could be checked.",
+    )
+    p.add_argument("logdir", help="a perfwatch LOGDIR, an MLPerf results tree, or one log file")
+    p.add_argument("--ruleset", help="rules version such as 4.0.0 (default: from the path, else the latest "
+                   "ruleset that knows the log's benchmark)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def _indent(message: str) -> list[str]:
+    lines = message.splitlines() or [""]
+    out = ["      " + line for line in lines[:MAX_MESSAGE_LINES]]
+    if len(lines) > MAX_MESSAGE_LINES:
+        out.append(f"      … {len(lines) - MAX_MESSAGE_LINES} more lines (--format json shows all)")
+    return out
+
+
+def render_table(results: list[CheckResult]) -> str:
+    width = max((len(r.run_id) for r in results), default=6)
+    lines = [f"{'run':<{width}}  {'ruleset':<7}  {'benchmark':<16}  verdict"]
+    for r in results:
+        verdict = "PASS" if r.passed else "FAIL"
+        lines.append(f"{r.run_id:<{width}}  {r.ruleset or '-':<7}  {r.benchmark or '-':<16}  {verdict}")
+        if r.error:
+            lines.extend(_indent(r.error))
+        for m in r.messages:
+            lines.extend(_indent(m))
+        for w in r.warnings:
+            lines.extend(_indent("warning: " + w))
+    failed = sum(not r.passed for r in results)
+    lines.append(f"{len(results) - failed}/{len(results)} runs pass the official compliance checker")
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    root = Path(args.logdir)
+    if not root.exists():
+        print(f"perfwatch check: {root}: no such file or folder", file=sys.stderr)
+        return 2
+    if args.ruleset and args.ruleset not in training_rulesets():
+        known = ", ".join(training_rulesets())
+        print(f"perfwatch check: unknown ruleset {args.ruleset!r} (known: {known})", file=sys.stderr)
+        return 2
+    results = check_tree(root, ruleset=args.ruleset)
+    if not results:
+        print(f"perfwatch check: no mllog files under {root}", file=sys.stderr)
+        return 2
+    if args.format == "json":
+        print(json.dumps([r.to_json() for r in results], indent=2))
+    else:
+        print(render_table(results))
+    return 0 if all(r.passed for r in results) else 1

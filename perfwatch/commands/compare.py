@@ -1,0 +1,45 @@
+"""`perfwatch compare LOGDIR_A LOGDIR_B`: olympic time-to-train of A and B per benchmark, and the speed-up."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from perfwatch.core import runbook
+from perfwatch.core.compare import compare, render_comparisons
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    p = subparsers.add_parser(
+        "compare",
+        help="speed-up of B over A per benchmark (olympic time-to-train), with its spread across seeds",
+        description="Score both folders as MLPerf's result summarizer does (olympic mean of time-to-train) "
+        "and print, per benchmark, TTT(A) / TTT(B) with two decimals, the ratio of median times and a 90%% "
+        "bootstrap interval over the runs (seeds). A and B: perfwatch LOGDIRs, results folders or run groups.",
+    )
+    p.add_argument("a", type=Path, help="the reference (baseline) runs")
+    p.add_argument("b", type=Path, help="the runs to compare with A")
+    p.add_argument("--ruleset", help="MLPerf ruleset for targets (default: from each path)")
+    p.add_argument("--format", choices=("table", "json"), default="table")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    books = []
+    for label, root in (("A", args.a), ("B", args.b)):
+        if not root.exists():
+            print(f"perfwatch compare: {label} {root}: no such file or folder", file=sys.stderr)
+            return 2
+        book = runbook.load(root, ruleset=args.ruleset)
+        if not book.runs:
+            print(f"perfwatch compare: {label} {root}: no mllog records found", file=sys.stderr)
+            return 2
+        books.append(book)
+    rows = compare(books[0].views(), books[1].views(), str(args.a), str(args.b))
+    if args.format == "json":
+        print(json.dumps([c.to_json() for c in rows], indent=2))
+    else:
+        print(render_comparisons(rows))
+    return 0 if any(c.speedup is not None for c in rows) else 1
