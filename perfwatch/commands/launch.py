@@ -1,0 +1,94 @@
+"""`perfwatch launch CAMPAIGN.yaml`: validate, plan, start and watch a campaign of training runs."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+from perfwatch.core.campaign import Campaign, CampaignError, load_campaign
+from perfwatch.core.session import Session, expand_logdir, launch_session
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "launch",
+        help="run a campaign YAML (runs, grids, repeats) and watch it live",
+        description="Validate the campaign (errors name file:line:field, exit 2, nothing started), create "
+        "LOGDIR, start every run in its own process group and watch it. Runs survive perfwatch: "
+        "`perfwatch attach LOGDIR` reopens them.",
+    )
+    p.add_argument("campaign", type=Path, help="campaign YAML file")
+    p.add_argument("--dry-run", action="store_true", help="print the expanded plan; start nothing")
+    p.add_argument("--headless", action="store_true", help="plain progress lines and a final table (no TUI)")
+    p.add_argument("--detach", action="store_true", help="run the campaign in the background and return")
+    p.add_argument("--logdir", type=Path, help="override the campaign's logdir")
+    p.add_argument("--poll", action="store_true", help="poll files instead of inotify (NFS, Lustre)")
+    p.add_argument("--theme", help="TUI theme name")
+    p.set_defaults(func=run)
+
+
+def print_plan(campaign: Campaign, logdir: Path) -> None:
+    print(f"campaign {campaign.name}: {len(campaign.runs)} runs -> {logdir}")
+    mp = campaign.max_parallel if campaign.max_parallel is not None else "auto"
+    print(f"max_parallel: {mp}" + (f"   baseline: {campaign.baseline}" if campaign.baseline else ""))
+    for r in campaign.runs:
+        limits = [f"seed {r.seed}", f"gpus {r.devices}"]
+        if r.timeout:
+            limits.append(f"timeout {r.timeout:g}s")
+        if r.stall_after:
+            limits.append(f"stall {r.stall_after:g}s")
+        if r.target:
+            limits.append(("exit at " if r.exit_at_target else "target ") + r.target.describe())
+        print(f"  {r.run_id:<26} {', '.join(limits)}")
+        print(f"  {'':<26} {shlex.join(r.argv)}")
+
+
+def detach(logdir: Path) -> int:
+    """Hand the campaign to a background `perfwatch attach --headless` in its own session."""
+    with open(logdir / "scheduler.out", "ab") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "perfwatch", "attach", str(logdir), "--headless", "--owner"],
+            stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
+        )
+    print(f"campaign running in the background (scheduler pid {proc.pid}); logs in {logdir}")
+    print(f"  perfwatch attach {logdir}")
+    return 0
+
+
+def open_ui(session: Session, args: argparse.Namespace, *, stop_on_interrupt: bool) -> int:
+    """The TUI when stdout is a terminal and it is installed; headless otherwise."""
+    if not args.headless and sys.stdout.isatty():
+        try:
+            from perfwatch.ui.entry import run_tui
+        except ImportError:
+            pass
+        else:
+            return int(run_tui(session, theme=args.theme))
+    from perfwatch.core.headless import run_headless
+
+    return run_headless(session, sys.stdout, stop_on_interrupt=stop_on_interrupt)
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        campaign = load_campaign(args.campaign)
+    except CampaignError as exc:
+        print(f"perfwatch launch: {exc}", file=sys.stderr)
+        return 2
+    logdir = args.logdir or expand_logdir(campaign.logdir, campaign.name)
+    if args.dry_run:
+        print_plan(campaign, logdir)
+        return 0
+    try:
+        session = launch_session(campaign, logdir, poll=args.poll)
+    except (FileExistsError, RuntimeError, OSError) as exc:
+        print(f"perfwatch launch: {exc}", file=sys.stderr)
+        return 2
+    if args.detach:
+        assert session.controller is not None
+        session.controller.close(stop_runs=False)
+        return detach(logdir)
+    return open_ui(session, args, stop_on_interrupt=True)

@@ -1,0 +1,42 @@
+"""The shipped demo campaign: real training, headless, from the checkout; every run reaches its target."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_launch_helpers import ROOT, group_members, kill_groups
+
+from perfwatch.core.campaign import load_campaign
+
+
+def test_shipped_campaigns_validate() -> None:
+    for name in ("demo.yaml", "compare.yaml"):
+        campaign = load_campaign(ROOT / "workloads" / name, base=ROOT)
+        assert campaign.runs and campaign.baseline
+
+
+@pytest.mark.slow
+def test_demo_campaign_headless_every_run_reaches_its_target(tmp_path: Path) -> None:
+    logdir = tmp_path / "demo"
+    pgids: set[int] = set()
+    try:
+        done = subprocess.run([sys.executable, "-m", "perfwatch", "launch", "workloads/demo.yaml", "--headless",
+                               "--logdir", str(logdir)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+        data = json.loads((logdir / "perfwatch.json").read_text())
+        pgids = {r["pgid"] for r in data["runs"] if r.get("pgid")}
+    finally:
+        kill_groups(pgids)
+    out = done.stdout
+    assert done.returncode == 0, out + done.stderr
+    ids = [r["run_id"] for r in data["runs"]]
+    assert {r["job"] for r in data["runs"]} == {"mlp", "cnn", "mlm", "mlp-ddp"}
+    for rid in ids:
+        row = next(line.split() for line in out.splitlines() if line.startswith(rid + " "))
+        assert row[1] == "succeeded" and row[3] == "yes", out
+        assert b"run_stop" in (logdir / rid / "mllog.txt").read_bytes()
+    assert "all runs succeeded" in out
+    assert group_members(pgids) == []

@@ -1,0 +1,64 @@
+"""Shared helpers for the launch/scheduler/attach tests: real processes, always cleaned up."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+
+from perfwatch.core.campaign import load_campaign
+from perfwatch.core.scheduler import Scheduler
+
+ROOT = Path(__file__).resolve().parents[1]
+FAKE = "tests/workloads_fake/fake.py"
+
+
+def wait_for(cond: Callable[[], object], timeout: float = 30.0, step: float = 0.05,
+             tick: Callable[[], object] | None = None) -> bool:
+    """Poll until `cond()` is true (a generous deadline only to never hang the suite)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if tick is not None:
+            tick()
+        if cond():
+            return True
+        time.sleep(step)
+    return False
+
+
+def campaign_file(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "campaign.yaml"
+    path.write_text(textwrap.dedent(body).lstrip("\n"))
+    return path
+
+
+def scheduler(tmp_path: Path, body: str) -> Scheduler:
+    campaign = load_campaign(campaign_file(tmp_path, body), base=ROOT)
+    return Scheduler.create(campaign, tmp_path / "logdir", gpus=())
+
+
+def group_members(pgids: set[int]) -> list[int]:
+    out = []
+    for p in psutil.process_iter(["pid"]):
+        try:
+            if p.status() != psutil.STATUS_ZOMBIE and os.getpgid(p.pid) in pgids:
+                out.append(p.pid)
+        except (OSError, psutil.Error):
+            continue
+    return out
+
+
+def kill_groups(pgids: set[int]) -> None:
+    for pgid in pgids:
+        with contextlib.suppress(OSError):
+            os.killpg(pgid, signal.SIGKILL)
+
+
+def run_pgids(sched: Scheduler) -> set[int]:
+    return {i.pgid for i in sched.procs().values() if i.pgid}
