@@ -180,6 +180,7 @@ class Run:
     _view: RunView | None = None
     checker: LiveChecker | None = None
     _checker_version: int = -1
+    _params_view: Mapping[str, Any] | None = None  # read-only copy, rebuilt only when params change
 
     def __post_init__(self) -> None:
         if self.checker is None:
@@ -236,6 +237,7 @@ class Run:
                 value = ev.value
                 if value is None or isinstance(value, str | int | float | bool):
                     params[key] = value
+                    self._params_view = None
         if tracked:
             if self.first_time_ms is None:
                 self.first_time_ms = tracked[0].time_ms
@@ -430,6 +432,11 @@ class Run:
             self._recheck_target()
         return self._resolved if self._target_resolved else None
 
+    def _frozen_params(self) -> Mapping[str, Any]:
+        if self._params_view is None:
+            self._params_view = MappingProxyType(dict(self.params))
+        return self._params_view
+
     def finish(self) -> None:
         """The log is complete (its process ended, or a static file was read): judge end-of-run rules."""
         if self.checker is not None:
@@ -461,7 +468,7 @@ class Run:
             seed=p.get("seed"),
             global_batch_size=_int(p.get("global_batch_size")),
             grad_accum_steps=_int(p.get("gradient_accumulation_steps")),
-            params=MappingProxyType(dict(p)),
+            params=self._frozen_params(),
             phase=self.phase,
             run_status=self.run_status,
             first_time_ms=self.first_time_ms,
@@ -483,7 +490,7 @@ class Run:
             throughput=self.throughput.points(),
             throughput_stats=self.throughput.stats(),
             throughput_source=self.throughput_source,
-            tracked=MappingProxyType(dict(self.tracked)),
+            tracked=MappingProxyType(self.tracked),  # replaced, never mutated: no copy needed
             flops_per_sample=_num(p.get(KEY_FLOPS_PER_SAMPLE)),
             tokens_per_sample=_num(p.get(KEY_TOKENS_PER_SAMPLE)),
             precision=p.get(KEY_PRECISION) if isinstance(p.get(KEY_PRECISION), str) else None,

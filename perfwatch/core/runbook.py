@@ -97,7 +97,8 @@ class RunBook:
     _order: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
-        self.root = Path(self.root)
+        # watchers report absolute paths; run ids are paths relative to an absolute root
+        self.root = Path(os.path.abspath(self.root))
 
     # ---- identity ------------------------------------------------------------
     def source_for(self, path: str) -> _Source | None:

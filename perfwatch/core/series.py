@@ -33,7 +33,7 @@ class Series:
     point is dropped and the stride doubles, so it always spans the whole run evenly.
     """
 
-    __slots__ = ("capacity", "_hx", "_hy", "_rx", "_ry", "_stride", "_n", "_mean", "_m2", "_min", "_max")
+    __slots__ = ("capacity", "_hx", "_hy", "_rx", "_ry", "_stride", "_n", "_mean", "_m2", "_min", "_max", "_cache")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         if capacity < 8:
@@ -49,11 +49,13 @@ class Series:
         self._m2 = 0.0  # Welford: numerically stable variance
         self._min = math.inf
         self._max = -math.inf
+        self._cache: tuple[tuple[float, float], ...] | None = None
 
     def __len__(self) -> int:
         return len(self.points())
 
     def append(self, x: float, y: float) -> None:
+        self._cache = None
         if self._n % self._stride == 0:
             self._hx.append(x)
             self._hy.append(y)
@@ -78,6 +80,7 @@ class Series:
         k = len(ys)
         if k == 0:
             return
+        self._cache = None
         if k < 8:
             for x, y in zip(xs, ys, strict=True):
                 self.append(x, y)
@@ -123,11 +126,14 @@ class Series:
 
     def points(self) -> tuple[tuple[float, float], ...]:
         """The whole run: thinned history, then the recent points at full resolution."""
+        if self._cache is not None:
+            return self._cache
         if not self._rx:
             return ()
         first_recent = self._rx[0]
         older = [(x, y) for x, y in zip(self._hx, self._hy, strict=True) if x < first_recent]
-        return tuple(older) + self.recent()
+        self._cache = tuple(older) + self.recent()
+        return self._cache
 
     def stats(self) -> Stats:
         n = self._n

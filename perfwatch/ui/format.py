@@ -1,0 +1,177 @@
+"""Presentation only: turn a `RunView` (and the controller's `ProcInfo`) into table cells.
+
+Numbers are computed in `perfwatch.core`; this module chooses units, widths and the
+status class whose colour the theme provides.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from perfwatch.core.run import RunView
+
+COLUMNS: tuple[tuple[str, str, int], ...] = (
+    # (key, title, width); "id" takes the remaining width
+    ("id", "run", 0),
+    ("state", "state", 10),
+    ("progress", "progress", 9),
+    ("tp_now", "samp/s", 9),
+    ("tp_avg", "avg", 9),
+    ("mfu", "MFU", 6),
+    ("eval", "eval/target", 16),
+    ("time", "ttt/elapsed", 11),
+    ("eta", "ETA", 8),
+)
+NARROW_HIDE = ("tp_avg", "mfu", "eta")  # dropped first when the terminal is narrow
+STATUS_CLASSES = ("queued", "running", "paused", "reached", "done", "failed", "stalled")
+_SYMBOL = {
+    "queued": "·", "running": "▶", "paused": "‖", "reached": "✓",
+    "done": "■", "failed": "✗", "stalled": "!",
+}
+_FAILED = frozenset({"failed", "killed", "timeout", "aborted", "stopped"})
+
+
+@dataclass(frozen=True, slots=True)
+class Row:
+    """One formatted runs-table row plus the values used to sort it."""
+
+    run_id: str
+    cells: dict[str, str]
+    status: str  # one of STATUS_CLASSES
+    sort: dict[str, Any]
+
+
+def fmt_duration(ms: float | None) -> str:
+    if ms is None or not math.isfinite(ms):
+        return "–"
+    s = int(ms // 1000)
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def fmt_rate(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "–"
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(v) >= div:
+            return f"{v / div:.3g}{unit}"
+    return f"{v:.4g}"
+
+
+def fmt_value(v: float | None) -> str:
+    if v is None or not math.isfinite(v):
+        return "–"
+    return f"{v:.4g}"
+
+
+def status_of(view: RunView | None, proc: Any | None) -> tuple[str, str]:
+    """(status class, label) from the process state when controlled, else from the log."""
+    if proc is not None:
+        state = str(getattr(proc, "state", "")).lower()
+        if getattr(proc, "stalled", False) or state == "stalled":
+            return "stalled", "stalled"
+        if state in ("queued", "starting"):
+            return "queued", state
+        if state in ("paused",):
+            return "paused", "paused"
+        if state in _FAILED:
+            return "failed", state
+        if state == "succeeded":
+            reached = view is not None and view.target_reached
+            return ("reached" if reached else "done"), "done"
+        if view is not None and view.target_reached:
+            return "reached", state or "running"
+        return "running", state or "running"
+    if view is None:
+        return "queued", "waiting"
+    if view.phase == "stopped":
+        if view.run_status == "success":
+            return ("reached" if view.target_reached or view.target is None else "done"), "success"
+        return "failed", view.run_status or "stopped"
+    if view.target_reached:
+        return "reached", view.phase
+    if view.phase == "waiting":
+        return "queued", "waiting"
+    return "running", view.phase
+
+
+def progress(view: RunView) -> tuple[str, float]:
+    if view.samples is not None and view.train_samples:
+        frac = min(view.samples / view.train_samples, 1.0)
+        return (f"{frac * 100:.1f}%" if frac < 0.1 else f"{frac * 100:.0f}%"), frac
+    if view.epoch is not None:
+        return f"ep {view.epoch:g}", view.epoch
+    if view.samples is not None:
+        return fmt_rate(view.samples), view.samples
+    return "–", -1.0
+
+
+def eta_ms(view: RunView) -> float | None:
+    """Remaining samples at the average rate (runs that log `train_samples` only)."""
+    if view.phase == "stopped" or view.samples is None or not view.train_samples:
+        return None
+    rate = view.throughput_stats.mean
+    if not rate or not math.isfinite(rate) or rate <= 0:
+        return None
+    return max(view.train_samples - view.samples, 0.0) / rate * 1000.0
+
+
+def eval_cell(view: RunView) -> str:
+    last = fmt_value(view.last_eval)
+    if view.target is None:
+        return last
+    mark = " ✓" if view.target_reached else ""
+    return f"{last}/{fmt_value(view.target.value)}{mark}"
+
+
+def mfu_for(view: RunView | None, proc: Any | None, snapshot: Any | None) -> float | None:
+    """MFU (0..1) of a run on the GPU telemetry sees for it; None when unknown (CPU runs, no FLOP count)."""
+    if view is None or not view.flops_per_sample or snapshot is None or snapshot.gpu is None:
+        return None
+    gpus = snapshot.gpu.gpus
+    if not gpus:
+        return None
+    from perfwatch.core.flops import normalize_dtype, peak_for_sample
+    from perfwatch.core.metrics import mfu
+
+    devices = tuple(getattr(proc, "devices", ()) or ())
+    gpu = next((g for g in gpus if devices and g.index == devices[0]), gpus[0])
+    peak, why = peak_for_sample(gpu, normalize_dtype(view.precision))
+    return mfu(view, peak, len(devices) or None, peak_reason=why).value
+
+
+def make_row(run_id: str, view: RunView | None, proc: Any | None = None, mfu: float | None = None) -> Row:
+    status, label = status_of(view, proc)
+    label = f"{_SYMBOL[status]} {label}"
+    if view is None:
+        cells = {k: "–" for k, _, _ in COLUMNS}
+        cells.update(id=run_id, state=label)
+        return Row(run_id, cells, status, {"id": run_id, "state": status})
+    prog, prog_key = progress(view)
+    ttt = view.time_to_train_ms
+    time_cell = fmt_duration(view.elapsed_ms) if ttt is None else f"{fmt_duration(ttt)} ✓"
+    if ttt is not None and view.run_status != "success":
+        time_cell = fmt_duration(ttt)
+    cells = {
+        "id": run_id,
+        "state": label,
+        "progress": prog,
+        "tp_now": fmt_rate(view.last_throughput),
+        "tp_avg": fmt_rate(view.throughput_stats.mean if view.throughput_stats.count else None),
+        "mfu": "–" if mfu is None else (f"{mfu * 100:.1f}%" if mfu < 0.1 else f"{mfu * 100:.0f}%"),
+        "eval": eval_cell(view),
+        "time": time_cell,
+        "eta": fmt_duration(eta_ms(view)),
+    }
+    sort = {
+        "id": run_id,
+        "state": STATUS_CLASSES.index(status),
+        "progress": prog_key,
+        "tp_now": view.last_throughput or 0.0,
+        "eval": view.last_eval if view.last_eval is not None else -math.inf,
+        "time": view.elapsed_ms or 0.0,
+    }
+    return Row(run_id, cells, status, sort)

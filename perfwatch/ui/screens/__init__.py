@@ -1,0 +1,1 @@
+"""perfwatch's screens (modal dialogs and help)."""

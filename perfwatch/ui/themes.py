@@ -1,0 +1,92 @@
+"""Themes: colour-only TOML files in the repository's `themes/`, loaded by name.
+
+Each file gives Textual's base colours plus perfwatch's variables (`status-running`,
+`plot-target`, ...) that `perfwatch.tcss` uses. An installed wheel has no `themes/`
+folder beside the package; then Textual's own dark/light themes are used with
+perfwatch's variables taken from `DEFAULT_VARIABLES`. The user's choice is kept in
+`$PERFWATCH_CONFIG_DIR` (else `$XDG_CONFIG_HOME/perfwatch`, else `~/.config/perfwatch`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tomllib
+from pathlib import Path
+from typing import Any
+
+from textual.theme import Theme
+
+THEMES_DIR = Path(__file__).resolve().parents[2] / "themes"
+DEFAULT_THEME = "dark"
+_BASE_FIELDS = (
+    "primary", "secondary", "accent", "warning", "error", "success",
+    "foreground", "background", "surface", "panel", "boost",
+)
+# fallbacks for every variable perfwatch.tcss references (used when a theme omits one)
+DEFAULT_VARIABLES = {
+    "status-queued": "#8B93A1",
+    "status-running": "#4C9AFF",
+    "status-paused": "#F5A524",
+    "status-reached": "#4ADE80",
+    "status-done": "#A7B0BE",
+    "status-failed": "#F3727F",
+    "status-stalled": "#E879F9",
+    "plot-line": "#4C9AFF",
+    "plot-eval": "#A78BFA",
+    "plot-target": "#4ADE80",
+    "bad-line": "#F3727F",
+    "muted": "#8B93A1",
+}
+
+
+def load_theme(path: Path) -> Theme:
+    """One theme file → a Textual `Theme` named after the file."""
+    data = tomllib.loads(path.read_text(encoding="utf-8"))
+    base: dict[str, Any] = {k: str(data[k]) for k in _BASE_FIELDS if k in data}
+    if "primary" not in base:
+        raise ValueError(f"{path}: a theme needs at least 'primary'")
+    variables = {**DEFAULT_VARIABLES, **{k: str(v) for k, v in data.get("variables", {}).items()}}
+    return Theme(name=path.stem, dark=bool(data.get("dark", True)), variables=variables, **base)
+
+
+def load_themes(folder: Path = THEMES_DIR) -> dict[str, Theme]:
+    """Every `*.toml` theme in `folder`, by name; Textual's own themes if the folder is missing."""
+    if folder.is_dir():
+        themes = {p.stem: load_theme(p) for p in sorted(folder.glob("*.toml"))}
+        if themes:
+            return themes
+    return {
+        "dark": Theme(name="dark", primary="#0178D4", dark=True, variables=dict(DEFAULT_VARIABLES)),
+        "light": Theme(name="light", primary="#004578", dark=False, variables=dict(DEFAULT_VARIABLES)),
+    }
+
+
+def config_dir() -> Path:
+    env = os.environ.get("PERFWATCH_CONFIG_DIR")
+    if env:
+        return Path(env)
+    xdg = os.environ.get("XDG_CONFIG_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".config") / "perfwatch"
+
+
+def saved_theme() -> str | None:
+    """The theme the user picked last time, if any."""
+    try:
+        data = json.loads((config_dir() / "tui.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    name = data.get("theme") if isinstance(data, dict) else None
+    return name if isinstance(name, str) else None
+
+
+def save_theme(name: str) -> None:
+    """Remember the theme (atomically); a read-only home is not an error."""
+    folder = config_dir()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        tmp = folder / "tui.json.tmp"
+        tmp.write_text(json.dumps({"theme": name}), encoding="utf-8")
+        tmp.replace(folder / "tui.json")
+    except OSError:
+        pass

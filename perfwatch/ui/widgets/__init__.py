@@ -1,0 +1,1 @@
+"""perfwatch's widgets."""

@@ -1,0 +1,151 @@
+"""The detail pane: the selected run's facts, its eval and throughput plots and its log tail."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from rich.segment import Segment
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.strip import Strip
+from textual.widget import Widget
+from textual.widgets import Static
+
+from perfwatch.core.run import RunView
+from perfwatch.ui.format import fmt_duration, fmt_rate, fmt_value, status_of
+from perfwatch.ui.widgets.plot import Plot
+
+
+class LogTail(Widget):
+    """The last lines of the run's log (Line API, strips cached per line); rejected lines are marked."""
+
+    COMPONENT_CLASSES = {"log-tail--bad"}
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self._lines: tuple[str, ...] = ()
+        self._bad: frozenset[str] = frozenset()
+        self._cache: dict[tuple[str, bool, int], Strip] = {}
+
+    @property
+    def text(self) -> str:
+        """What the pane shows, as plain text (marks included)."""
+        return "\n".join(("✗ " if line[:2000] in self._bad else "  ") + line for line in self._shown())
+
+    def show(self, lines: Sequence[str], bad: frozenset[str]) -> None:
+        new = tuple(lines[-200:])
+        if new != self._lines or bad != self._bad:
+            self._lines, self._bad = new, bad
+            self.refresh()
+
+    def _shown(self) -> tuple[str, ...]:
+        height = max(self.size.height, 1)
+        return self._lines[-height:]
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        shown = self._shown()
+        if y >= len(shown):
+            return Strip.blank(width, self.rich_style)
+        line = shown[y]
+        bad = line[:2000] in self._bad
+        key = (line, bad, width)
+        strip = self._cache.get(key)
+        if strip is None:
+            if len(self._cache) > 512:
+                self._cache.clear()
+            style = self.rich_style
+            if bad:
+                style = style + self.get_component_rich_style("log-tail--bad")
+            text = ("✗ " if bad else "  ") + line.replace("\t", " ")
+            if len(text) > width:
+                text = text[: max(width - 1, 0)] + "…"
+            strip = Strip([Segment(text, style)]).crop_extend(0, width, self.rich_style)
+            self._cache[key] = strip
+        return strip
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._cache.clear()
+
+
+def summary_text(view: RunView | None, proc: Any | None, findings: Sequence[str] = ()) -> Text:
+    """Facts about one run, a few short lines."""
+    t = Text(no_wrap=True, overflow="ellipsis")
+    if view is None and proc is None:
+        t.append("no run selected")
+        return t
+    run_id = view.run_id if view is not None else getattr(proc, "run_id", "?")
+    status, label = status_of(view, proc)
+    t.append(run_id, "bold")
+    t.append(f"  {label}")
+    if view is not None:
+        bits = [view.benchmark, view.org, view.platform, view.division]
+        t.append("  " + " · ".join(b for b in bits if b))
+        t.append("\n")
+        ttt = view.time_to_train_ms
+        t.append(f"time-to-train {fmt_duration(ttt)}" if ttt is not None else f"elapsed {fmt_duration(view.elapsed_ms)}")
+        if view.epoch is not None:
+            t.append(f"  epoch {view.epoch:g}")
+        if view.samples is not None:
+            t.append(f"  samples {fmt_rate(view.samples)}")
+        st = view.throughput_stats
+        if st.count:
+            t.append(f"  samp/s {fmt_rate(view.last_throughput)} (avg {fmt_rate(st.mean)}, n={st.count})")
+        t.append("\n")
+        if view.target is not None:
+            mark = " reached" if view.target_reached else ""
+            t.append(
+                f"target {view.target.key} {'≥' if view.target.higher_is_better else '≤'} "
+                f"{fmt_value(view.target.value)} ({view.target.source}){mark}"
+            )
+        else:
+            t.append("no target")
+        t.append(f"  best {fmt_value(view.best_eval)}  records {view.records}")
+        if view.bad_count:
+            t.append(f"  bad lines {view.bad_count}", "bold")
+    if proc is not None:
+        t.append("\n")
+        pid = getattr(proc, "pid", None)
+        t.append(f"pid {pid if pid is not None else '–'}  attempt {getattr(proc, 'attempt', 0)}")
+        reason = getattr(proc, "reason", None)
+        if reason:
+            t.append(f"  {reason}")
+    for finding in findings[:3]:
+        t.append("\n" + finding)
+    return t
+
+
+class DetailPane(Vertical):
+    """Summary, plots side by side, log tail."""
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-summary")
+        with Horizontal(id="detail-plots"):
+            yield Plot("eval", id="plot-eval")
+            yield Plot("samples/s", id="plot-throughput")
+        yield LogTail(id="detail-log")
+
+    def show(
+        self,
+        view: RunView | None,
+        tail: Sequence[str],
+        proc: Any | None = None,
+        findings: Sequence[str] = (),
+    ) -> None:
+        self.query_one("#detail-summary", Static).update(summary_text(view, proc, findings), layout=False)
+        eval_plot = self.query_one("#plot-eval", Plot)
+        tp_plot = self.query_one("#plot-throughput", Plot)
+        if view is None:
+            eval_plot.set_data(())
+            tp_plot.set_data(())
+        else:
+            evals = [(e.time_ms, e.value) for e in view.evals]
+            target = view.target.value if view.target is not None else None
+            key = view.target.key if view.target is not None else "eval"
+            eval_plot.set_data(evals, target, note=f"{key} · target ╌" if target is not None else key)
+            tp_plot.set_data(view.throughput, note=fmt_rate(view.last_throughput))
+        bad = frozenset(b.text for b in view.bad_lines) if view is not None else frozenset()
+        self.query_one("#detail-log", LogTail).show(tail, bad)

@@ -1,0 +1,114 @@
+"""Keyboard run control against real processes started by the real scheduler."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+from ui_helpers import WORKLOAD, screen_text, table, until
+
+from perfwatch.core.campaign import load_campaign
+from perfwatch.core.session import launch_session
+from perfwatch.ui.app import PerfwatchApp
+from perfwatch.ui.screens.dialogs import ConfirmScreen, QuitScreen
+
+
+@pytest.fixture(autouse=True)
+def _config_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
+
+
+@pytest.fixture
+def session(tmp_path):
+    (tmp_path / "spin.py").write_text(WORKLOAD)
+    (tmp_path / "c.yaml").write_text(
+        "name: uictl\n"
+        "defaults: {repeat: 2}\n"
+        "scheduler: {max_parallel: 1}\n"
+        "jobs:\n"
+        "  - name: spin\n"
+        "    cmd: [python, spin.py]\n"
+        "    grace: 2s\n"
+    )
+    s = launch_session(load_campaign(tmp_path / "c.yaml", base=tmp_path), (tmp_path / "logdir").resolve())
+    yield s
+    ctl = s.controller
+    assert ctl is not None
+    ctl.close(stop_runs=True)  # never leave a process behind, whatever the test did
+    for info in ctl.procs().values():
+        assert info.pid is None or not psutil.pid_exists(info.pid) or _status(info.pid) == "zombie"
+
+
+def _status(pid: int | None) -> str:
+    try:
+        return psutil.Process(pid).status() if pid else "gone"
+    except psutil.NoSuchProcess:
+        return "gone"
+
+
+def _proc(app: PerfwatchApp, run_id: str):
+    return app.session.controller.procs()[run_id]
+
+
+async def test_pause_resume_stop_restart_start_now_kill(session):
+    app = PerfwatchApp(session, theme="dark", control_interval=0.1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: _proc(app, "spin.r0").state == "running", "spin.r0 running")
+        await until(pilot, lambda: table(app).visible_ids == ["spin.r0", "spin.r1"], "both runs listed")
+        pid = _proc(app, "spin.r0").pid
+        assert table(app).selected == "spin.r0"
+        # keys that do not apply are greyed out, not hidden
+        assert app.check_action("start_now", ()) is None
+        assert app.check_action("pause_resume", ()) is True
+
+        await pilot.press("p")
+        await until(pilot, lambda: _status(pid) == psutil.STATUS_STOPPED, "the process stopped (state T)")
+        await until(pilot, lambda: "‖ paused" in screen_text(app), "the paused row")
+        await pilot.press("p")
+        await until(pilot, lambda: _status(pid) in ("running", "sleeping"), "the process resumed")
+        await until(pilot, lambda: "▶ running" in screen_text(app), "the running row")
+
+        await pilot.press("down")  # the queued run
+        assert table(app).selected == "spin.r1"
+        assert app.check_action("start_now", ()) is True
+        assert app.check_action("pause_resume", ()) is None
+        await pilot.press("enter")
+        await until(pilot, lambda: _proc(app, "spin.r1").state == "running", "spin.r1 started now")
+        pid1 = _proc(app, "spin.r1").pid
+
+        await pilot.press("s")
+        await until(pilot, lambda: _proc(app, "spin.r1").state == "stopped", "spin.r1 stopped")
+        assert _status(pid1) == "gone"
+        assert app.check_action("restart", ()) is True
+        await pilot.press("r")  # a new attempt, queued behind spin.r0 (max_parallel: 1)...
+        await until(pilot, lambda: _proc(app, "spin.r1").attempt == 2, "spin.r1 attempt 2")
+        assert _proc(app, "spin.r1").state == "queued"
+        await pilot.press("enter")  # ...unless started now
+        await until(pilot, lambda: _proc(app, "spin.r1").state == "running", "spin.r1 restarted")
+
+        await pilot.press("up", "k")
+        assert isinstance(app.screen, ConfirmScreen)
+        await pilot.press("n")  # declining keeps it alive
+        assert _status(pid) in ("running", "sleeping")
+        await pilot.press("k", "y")
+        await until(pilot, lambda: _proc(app, "spin.r0").state == "killed", "spin.r0 killed")
+        assert _status(pid) == "gone"
+
+        await pilot.press("q")  # spin.r1 is still live: asks
+        assert isinstance(app.screen, QuitScreen)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, QuitScreen)
+        await pilot.press("q", "s")
+    assert app.stop_runs_on_exit is True
+
+
+async def test_quit_leaves_runs_running_by_default(session):
+    app = PerfwatchApp(session, theme="dark", control_interval=0.1)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await until(pilot, lambda: _proc(app, "spin.r0").state == "running", "spin.r0 running")
+        await pilot.press("q", "enter")
+    assert app.stop_runs_on_exit is False
+    assert _status(_proc(app, "spin.r0").pid) in ("running", "sleeping")
+    assert Path(os.fspath(session.logdir), "spin.r0", "mllog.txt").exists()

@@ -1,0 +1,54 @@
+"""SVG snapshots of the main screens (pytest-textual-snapshot).
+
+Deterministic by construction: finished logs (every time shown comes from the log, none
+from the wall clock), `FakeSampler` for the device panel, a fixed terminal size.
+Update after an intended change with `pytest tests/test_ui_snapshots.py --snapshot-update`.
+"""
+
+from __future__ import annotations
+
+import pytest
+from ui_helpers import attach_app, table, until
+
+from perfwatch.core.telemetry_fake import FakeSampler
+
+
+@pytest.fixture(autouse=True)
+def _config_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
+
+
+def _loaded(app, n=35, devices=True):
+    async def wait(pilot):
+        await until(pilot, lambda: len(table(app).visible_ids) == n, f"{n} runs")
+        if devices:
+            await until(pilot, lambda: "GPU" in str(app.query_one("#devices").render()), "a telemetry sample")
+        await pilot.pause()
+
+    return wait
+
+
+def test_snapshot_main_dark(snap_compare, mlperf_logs):
+    app = attach_app(mlperf_logs, theme="dark", sampler=FakeSampler())
+    assert snap_compare(app, terminal_size=(120, 40), run_before=_loaded(app), press=["down", "down"])
+
+
+def test_snapshot_light_llama(snap_compare, mlperf_logs):
+    app = attach_app(mlperf_logs, theme="light", sampler=FakeSampler())
+    assert snap_compare(app, terminal_size=(120, 40), run_before=_loaded(app), press=["end"])
+
+
+def test_snapshot_colorblind_small_no_gpu(snap_compare, mlperf_logs):
+    sampler = FakeSampler(init_error="NVML Shared Library Not Found")
+    app = attach_app(mlperf_logs, theme="colorblind", sampler=sampler)
+    assert snap_compare(app, terminal_size=(80, 24), run_before=_loaded(app))
+
+
+def test_snapshot_help(snap_compare, mlperf_logs):
+    app = attach_app(mlperf_logs, theme="dark")
+    assert snap_compare(app, terminal_size=(100, 32), run_before=_loaded(app, devices=False), press=["question_mark"])
+
+
+def test_snapshot_filter(snap_compare, mlperf_logs):
+    app = attach_app(mlperf_logs, theme="dark")
+    assert snap_compare(app, terminal_size=(100, 30), run_before=_loaded(app, devices=False), press=["slash", *"bert"])
