@@ -14,6 +14,7 @@ stderr) feeds the log tail, and its records are used only while the run has no `
 from __future__ import annotations
 
 import os
+import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -27,12 +28,14 @@ OUTPUT_NAME = "output.log"
 LOG_TAIL_LINES = 200
 _SKIP_NAMES = frozenset({"perfwatch.json", "telemetry.jsonl", "exit.json"})
 _LOG_SUFFIXES = (".txt", ".log")
+# rotated copies (mllog.txt.1) and compressed files would count lines twice or not decode
+_ROTATED = re.compile(r"\.(?:txt|log)\.\d+$|\.(?:gz|bz2|xz|zst|zip|lz4)$")
 
 
 def is_log_name(path: Path) -> bool:
     """Files worth reading for mllog records (cheap name test; content decides later)."""
     name = path.name
-    if name in _SKIP_NAMES or name.startswith("."):
+    if name in _SKIP_NAMES or name.startswith(".") or _ROTATED.search(name):
         return False
     return name.endswith(_LOG_SUFFIXES) or "mllog" in name
 
