@@ -355,3 +355,26 @@ def test_ready_even_while_a_file_keeps_growing(tmp_path: Path, no_leak: None) ->
         writer.join()
     got = [int(x) for x in sink.lines(f)]
     assert got == list(range(len(got)))
+
+
+def test_min_interval_bounds_read_passes(tmp_path: Path, no_leak: None) -> None:
+    """The TUI asks for at most ~10 read passes a second: 200 spaced appends arrive in few sink calls."""
+    f = tmp_path / "mllog.txt"
+    f.write_bytes(b"")
+    calls: list[list[LineBatch]] = []
+    w = LogWatcher([tmp_path], calls.append, min_interval=0.5).start()
+    try:
+        assert w.ready.wait(10)
+        before = len(calls)
+        with open(f, "ab", buffering=0) as out:
+            for i in range(200):
+                out.write(b"line %d\n" % i)
+                time.sleep(0.002)  # ~0.4 s of appends, each its own inotify event
+        deadline = time.monotonic() + 10
+        while sum(len(b.lines) for c in calls for b in c) < 200 and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        w.stop()
+    lines = [ln for c in calls for b in c for ln in b.lines]
+    assert lines == [b"line %d" % i for i in range(200)]  # nothing lost, in order
+    assert len(calls) - before <= 4  # not one pass per append

@@ -122,6 +122,7 @@ class LogWatcher:
         poll_interval: float = 0.25,
         include: Callable[[Path], bool] = is_candidate,
         rescan_interval: float | None = None,
+        min_interval: float = 0.0,
     ) -> None:
         self.roots = [Path(os.path.abspath(r)) for r in roots]
         self.sink = sink
@@ -131,6 +132,10 @@ class LogWatcher:
         if rescan_interval is None:
             rescan_interval = POLL_RESCAN_S if poll else INOTIFY_RESCAN_S
         self.rescan_interval = max(0.05, rescan_interval)
+        # at most one read pass per min_interval: a consumer that refreshes at 2 Hz (the TUI) need
+        # not pay for reading every single append; 0 = read at once (lowest latency, headless)
+        self.min_interval = max(0.0, min_interval)
+        self._stop_event = threading.Event()
         self.ready = threading.Event()
         self._lock = threading.Lock()
         self._wake = threading.Event()
@@ -170,6 +175,7 @@ class LogWatcher:
         """Stop the observer and the worker, close every file. Safe to call twice or before start()."""
         with self._lock:
             self._stopping = True
+        self._stop_event.set()
         self._wake.set()
         worker, self._worker = self._worker, None
         if worker is not None and worker is not threading.current_thread():
@@ -262,7 +268,12 @@ class LogWatcher:
                     return
             if more:
                 continue  # a file still has data beyond this pass's budget
-            self._wake.wait(max(0.0, next_rescan - time.monotonic()))
+            pass_end = time.monotonic()
+            self._wake.wait(max(0.0, next_rescan - pass_end))
+            if self.min_interval:
+                settle = self.min_interval - (time.monotonic() - pass_end)
+                if settle > 0 and self._stop_event.wait(settle):
+                    return
             self._wake.clear()
             with self._lock:
                 if self._stopping:

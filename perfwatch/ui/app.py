@@ -29,6 +29,7 @@ from perfwatch.ui.widgets.runs_table import RunsTable
 
 RUN_ACTIONS = ("pause_resume", "stop", "kill", "restart", "start_now")
 LIVE_STATES = frozenset({"queued", "starting", "running", "paused", "stopping", "stalled"})
+WATCH_MIN_INTERVAL = 0.1  # seconds between log read passes inside the TUI
 
 
 class PerfwatchApp(App[int]):
@@ -130,7 +131,10 @@ class PerfwatchApp(App[int]):
             from perfwatch.core.watch import LogWatcher
 
             factory = LogWatcher
-        self._watcher = factory(self.session.watcher_roots, self._sink, poll=self.session.poll)
+        kwargs: dict[str, Any] = {"poll": self.session.poll}
+        if factory is not None and self._watcher_factory is None:
+            kwargs["min_interval"] = WATCH_MIN_INTERVAL  # the table refreshes at 2 Hz: read at most 10x/s
+        self._watcher = factory(self.session.watcher_roots, self._sink, **kwargs)
         self._watcher.start()
 
     def on_unmount(self) -> None:
