@@ -121,3 +121,23 @@ def test_headless_exit_status_is_1_when_a_run_fails(
     assert rc == 1
     assert "crash.r0" in out and "failed" in out and "| RuntimeError: fake CUDA error" in out
     assert "NOT all runs succeeded" in out
+
+
+def test_owner_records_each_runs_telemetry(tmp_path: Path, owned: list[Scheduler]) -> None:
+    """The campaign owner appends the run's process-tree CPU/RSS (and GPUs, N/A here) to telemetry.jsonl."""
+    from perfwatch.core.telemetry_jsonl import read_telemetry
+
+    s = scheduler(tmp_path, f"""
+        jobs:
+          - {{name: a, cmd: [python, {FAKE}, --mode, hang]}}
+        """)
+    owned.append(s)
+    s.record_telemetry(interval=0.1)
+    s.poll()
+    folder = s.logdir / "a.r0"
+    assert wait_for(lambda: len(read_telemetry(folder)) >= 3, tick=s.poll)
+    rec = read_telemetry(folder)[-1]
+    assert rec["run"] == "a.r0" and rec["rss"] > 0 and rec["nprocs"] >= 1
+    assert json.dumps(rec)  # plain JSON
+    s.stop_all()
+    assert wait_for(lambda: s.done, tick=s.poll)

@@ -17,6 +17,7 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -71,6 +72,8 @@ class Scheduler:
         self.runs: dict[str, _Run] = {}
         self.events: deque[tuple[str, RunState, str | None]] = deque(maxlen=1000)
         self._dirty = True
+        self._telemetry: Any = None  # TelemetryThread once record_telemetry() is called
+        self._live: Mapping[str, Any] = {}
         for rec in data["runs"]:
             self.runs[rec["run_id"]] = self._restore(rec)
         specs = [r.spec for r in self.runs.values()]
@@ -211,6 +214,19 @@ class Scheduler:
     def done(self) -> bool:
         return all(r.state.terminal for r in self.runs.values())
 
+    def record_telemetry(self, interval: float = 1.0) -> None:
+        """Append each live run's GPU/host share to LOGDIR/<run>/telemetry.jsonl every `interval` s.
+
+        Only the owner of the campaign records (one writer per file); the sampling thread reads
+        `_live`, an immutable mapping that `poll()` replaces, never the scheduler's own state.
+        """
+        if self._telemetry is not None:
+            return
+        from perfwatch.core.telemetry import TelemetryThread, default_sampler
+
+        self._telemetry = TelemetryThread(default_sampler(), interval=interval, runs=lambda: self._live)
+        self._telemetry.start()
+
     def poll(self) -> None:
         for req in take_requests(self.logdir):
             self._request(req)
@@ -219,6 +235,10 @@ class Scheduler:
             if run.proc is not None and run.state.alive:
                 self._watch(run, now)
         self._fill(now)
+        if self._telemetry is not None:
+            from perfwatch.core.telemetry import resources_from_procs
+
+            self._live = resources_from_procs(self.procs())
         if self._dirty:
             self._write()
 
@@ -230,6 +250,9 @@ class Scheduler:
             while any(r.state.alive for r in self.runs.values()) and time.time() < deadline:
                 self.poll()
                 time.sleep(0.05)
+        if self._telemetry is not None:
+            self._telemetry.stop()
+            self._telemetry = None
         self.data["scheduler"] = None
         self._write()
         if self._lock_fd is not None:

@@ -57,6 +57,7 @@ def launch_session(campaign: Campaign, logdir: Path, *, poll: bool = False) -> S
     book = RunBook(logdir, targets=targets)
     session = Session(logdir, campaign.name, book, [logdir], poll, None, baseline=campaign.baseline)
     session.controller = Scheduler.create(campaign, logdir, target_reached=session.target_reached)
+    session.controller.record_telemetry()
     session.host = session.controller.data["host"]
     return session
 
@@ -73,5 +74,7 @@ def attach_session(path: Path, *, poll: bool = False, control: bool = True) -> S
                       host=data.get("host") or {}, baseline=data.get("baseline"))
     if control:
         owner = Scheduler.take_over(path, target_reached=session.target_reached)
+        if owner is not None:
+            owner.record_telemetry()
         session.controller = owner if owner is not None else ClientController(path)
     return session
