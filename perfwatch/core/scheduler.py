@@ -17,9 +17,9 @@ import socket
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from typing import Any
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psutil
 
