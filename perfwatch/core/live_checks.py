@@ -105,7 +105,7 @@ def load_rule_file(path: str) -> RuleFile:
     """Parse one checker YAML (BaseLoader, as the checker does) into compiled key rules."""
     try:
         with open(path) as fh:
-            records = yaml.load(fh, Loader=yaml.BaseLoader) or []
+            records = yaml.load(fh, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader)) or []  # libyaml: 10x faster
     except (OSError, yaml.YAMLError):
         return RuleFile(missing=True)
     rf = RuleFile()

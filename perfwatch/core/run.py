@@ -16,7 +16,7 @@ Facts encoded here (from MLPerf's rules and real result logs):
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -127,22 +127,21 @@ class Run:
         return n
 
     def apply(self, events: Iterable[Event]) -> None:
-        if not isinstance(events, list):
-            events = list(events)
-        if self.checker is not None and events:
-            self.checker.apply(events)
         counts = self.key_counts
         params = self.params
         handlers = _HANDLERS
         skip = _SKIP_PARAMS
         tracked: list[Event] = []  # the hot key: gathered, then handled in bulk
         push = tracked.append
+        others: list[Event] = []  # for the compliance checker: no MLPerf rule names tracked_stats
+        keep = others.append
         ev = None
         for ev in events:
             key = ev.key
             if key == "tracked_stats":
                 push(ev)
                 continue
+            keep(ev)
             if tracked:
                 self._on_tracked_bulk(tracked)
                 tracked.clear()
@@ -161,6 +160,8 @@ class Run:
             if self.first_time_ms is None:
                 self.first_time_ms = tracked[0].time_ms
             self._on_tracked_bulk(tracked)
+        if others and self.checker is not None:
+            self.checker.apply(others)
         if ev is not None:
             self.last_time_ms = ev.time_ms
             self.version += 1
@@ -316,19 +317,20 @@ class Run:
         self.key_counts["tracked_stats"] = self.key_counts.get("tracked_stats", 0) + len(events)
         try:  # fast path: every record carries a numeric throughput
             ys = [ev.value["throughput"] for ev in events]
-            if not all(type(y) is float or type(y) is int for y in ys):
-                raise TypeError
-            xs = [ev.time_ms for ev in events]
+            math.fsum(ys)  # raises TypeError unless every value is a number
+            xs: Sequence[float] = _Times(events)
         except (TypeError, KeyError):
-            xs, ys = [], []
+            kept_x: list[float] = []
+            ys = []
             for ev in events:
                 value = ev.value
                 if type(value) is dict:
                     tp = value.get("throughput")
                     if type(tp) is float or type(tp) is int:
-                        xs.append(ev.time_ms)
+                        kept_x.append(ev.time_ms)
                         ys.append(tp)
-        if xs:
+            xs = kept_x
+        if ys:
             self.throughput_source = "tracked_stats"
             self.throughput.extend(xs, ys)
         for ev in reversed(events):
@@ -434,6 +436,23 @@ class Run:
                 setattr(self, name, getattr(fresh, name))
         self.version += 1
         self._view = None
+
+
+class _Times(Sequence[float]):
+    """`time_ms` of a list of events, read only where asked (Series.extend keeps few of them)."""
+
+    __slots__ = ("_events",)
+
+    def __init__(self, events: list[Event]) -> None:
+        self._events = events
+
+    def __len__(self) -> int:
+        return len(self._events)
+
+    def __getitem__(self, i):  # noqa: ANN001 - int or slice, like list
+        if isinstance(i, slice):
+            return [ev.time_ms for ev in self._events[i]]
+        return self._events[i].time_ms
 
 
 def _int(value: Any) -> int | None:

@@ -251,7 +251,9 @@ def iter_line_batches(path: Path | str, chunk: int = READ_CHUNK) -> Iterator[lis
             data = fh.read(chunk)
             if not data:
                 break
-            lines = (partial + data).split(b"\n") if partial else data.split(b"\n")
+            lines = data.split(b"\n")
+            if partial:
+                lines[0] = partial + lines[0]  # join the carried half line without copying the chunk
             partial = lines.pop()
             if lines:
                 yield lines

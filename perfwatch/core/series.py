@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 DEFAULT_CAPACITY = 512
@@ -74,8 +75,12 @@ class Series:
         if y > self._max:
             self._max = y
 
-    def extend(self, xs: list[float], ys: list[float]) -> None:
-        """Append many points at once (same result as `append` in a loop, several times faster)."""
+    def extend(self, xs: Sequence[float], ys: list[float]) -> None:
+        """Append many points at once (same result as `append` in a loop, several times faster).
+
+        Only the x values that are kept (stride points, the recent tail) are read, so `xs` may be
+        a lazy sequence.
+        """
         n0 = self._n
         k = len(ys)
         if k == 0:
@@ -98,7 +103,7 @@ class Series:
             else:
                 i += self._stride
         tail = self._rx.maxlen or k
-        self._rx.extend(xs[-tail:])
+        self._rx.extend(xs[max(k - tail, 0) : k])
         self._ry.extend(ys[-tail:])
         # merge the batch's mean/M2 into the running ones (Chan et al.)
         bmean = math.fsum(ys) / k

@@ -93,7 +93,7 @@ def official_target(benchmark: str, ruleset: str | None = None, division: str = 
         import yaml  # lazy: only needed the first time a benchmark's target is looked up
 
         try:
-            rules = yaml.safe_load(path.read_text()) or []
+            rules = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []
         except (OSError, yaml.YAMLError):
             return None
         for rule in rules:
