@@ -165,3 +165,14 @@ def test_cpu_peak_is_measured_once_then_cached(tmp_path: Path) -> None:
 
 def test_real_cpu_matmul_measurement_is_positive() -> None:
     assert measure_matmul("fp32", size=64, repeats=1, threads=1) > 0
+
+
+def test_cached_cpu_peak_never_measures(tmp_path) -> None:
+    """The live view only reads a peak measured earlier: it must not steal the runs' cores."""
+    from perfwatch.core.flops import cached_cpu_peak, cpu_peak
+
+    assert cached_cpu_peak("fp32", threads=3, cache=tmp_path) is None
+    measured = cpu_peak("fp32", threads=3, cache=tmp_path, measure=lambda dt, th: 1.5e11)
+    again = cached_cpu_peak("fp32", threads=3, cache=tmp_path)
+    assert again is not None and again.flops == measured.flops == 1.5e11 and again.measured
+    assert cached_cpu_peak("fp32", threads=1, cache=tmp_path) is None  # other thread count: not measured

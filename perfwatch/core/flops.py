@@ -370,6 +370,25 @@ def cpu_peak(
 
 
 
+def cached_cpu_peak(dtype: str = "fp32", *, threads: int | None = None, cache: Path | None = None) -> PeakFlops | None:
+    """The measured CPU peak if this host measured it before (report, benchmarks); never measures.
+
+    For the live view: a matmul benchmark would steal the very cores the runs are using.
+    """
+    try:
+        return cpu_peak(dtype, threads=threads, cache=cache, measure=_refuse)
+    except (_NotCached, ImportError, ValueError):
+        return None
+
+
+class _NotCached(Exception):
+    pass
+
+
+def _refuse(dtype: str, threads: int) -> float:
+    raise _NotCached(dtype)
+
+
 def peak_for_sample(gpu: GpuSample, dtype: str) -> tuple[PeakFlops | None, str]:
     """Peak for a GPU as the NvmlSampler saw it (default power limit preferred over the enforced one)."""
     watts = gpu.power_default_limit_w or gpu.power_max_limit_w or gpu.power_limit_w

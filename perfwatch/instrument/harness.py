@@ -221,6 +221,9 @@ def log_preamble(log: MLPerfLogger, s: Setup, fps: float | None) -> None:
     log.event("perfwatch_precision", a.precision)
     log.event("perfwatch_world_size", s.dist.world_size)
     log.event("perfwatch_device", dev)
+    if dev.startswith("cpu"):
+        # CPU MFU is measured against this host's matmul peak *for the threads the run used*
+        log.event("perfwatch_threads", torch.get_num_threads())
 
 
 def _say(s: Setup, msg: str) -> None:
