@@ -163,7 +163,7 @@ RUN_COLUMNS: list[tuple[str, str, int]] = [
     ("best_eval", "best eval", 4),
     ("throughput_mean", "samples/s", 1),
     ("samples_per_s_window", "now", 1),
-    ("mfu", "MFU", 3),
+    ("mfu", "MFU", 1),
     ("cpu_mean", "CPU %", 0),
     ("gpu_util_mean", "GPU %", 0),
     ("power_mean_w", "W", 0),
@@ -180,8 +180,18 @@ BENCH_COLUMNS: list[tuple[str, str, int]] = [
 ]
 
 
+_FRACTIONS_AS_PERCENT = frozenset({"mfu"})  # JSON keeps the fraction; tables show a percentage
+
+
+def _cell(row: dict[str, Any], key: str, digits: int) -> str:
+    value = row.get(key)
+    if key in _FRACTIONS_AS_PERCENT and isinstance(value, float):
+        return f"{value * 100:.{digits}f}%"
+    return _fmt(value, digits)
+
+
 def _cells(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> list[list[str]]:
-    return [[_fmt(r.get(k), d) for k, _, d in columns] for r in rows]
+    return [[_cell(r, k, d) for k, _, d in columns] for r in rows]
 
 
 def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
