@@ -172,7 +172,64 @@ def test_attach_headless_on_plain_mlperf_logs_reports_and_never_controls(
 
     rc = main(["attach", str(mlperf_logs / "v2.1" / "Krai"), "--headless"])
     out = capsys.readouterr().out
-    assert "(logs only)" in out
+    assert "(logs only, following" in out  # every run has run_stop: it returns at once
     assert "resnet/result_1 stopped  aborted" in out and "resnet/result_0 stopped  success" in out
     assert rc == 1  # result_1 was aborted: not every run succeeded
     assert not (mlperf_logs / "v2.1" / "Krai" / "perfwatch.json").exists()
+
+
+def writer(log: Path, gate: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """A real process appending :::MLLOG lines to `log`; it logs run_stop only once `gate` exists."""
+    env = {**os.environ, "PERFWATCH_MLLOG": str(log)}
+    return subprocess.Popen([sys.executable, FAKE, "--epochs", "3", "--step", "0.05", "--gate", str(gate), *extra],
+                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, start_new_session=True)
+
+
+def test_headless_attach_follows_plain_logs_being_written_until_run_stop(tmp_path: Path) -> None:
+    logs, gate, out = tmp_path / "logs", tmp_path / "gate", tmp_path / "attach.out"
+    logs.mkdir()
+    at = perfwatch("attach", str(logs), "--headless", out=out)  # before the cluster job writes anything
+    w: subprocess.Popen[bytes] | None = None
+    try:
+        assert wait_for(lambda: "no runs yet, waiting for logs" in out.read_text())
+        w = writer(logs / "result_0.txt", gate)
+        # eval results are printed as they are logged, and with no run_stop yet it keeps following
+        assert wait_for(lambda: "0.99  epoch 3" in out.read_text(), timeout=60), out.read_text()
+        assert at.poll() is None
+        gate.touch()  # the writer logs run_stop: attach reports and exits by itself
+        assert wait_for(lambda: at.poll() is not None, timeout=60), out.read_text()
+        text = out.read_text()
+        assert at.returncode == 0, text
+        assert "result_0                 found" in text and "result_0                 eval      0.99  epoch 3" in text
+        assert "result_0                 stopped   success  eval 0.99  time-to-train" in text
+        assert text.rstrip().endswith("1 runs; all succeeded")
+    finally:
+        kill_groups({at.pid} | ({w.pid} if w else set()))
+
+
+def test_headless_attach_once_reads_once_and_sigterm_ends_following(tmp_path: Path) -> None:
+    logs, gate = tmp_path / "logs", tmp_path / "gate"
+    logs.mkdir()
+    w = writer(logs / "result_0.txt", gate)
+    try:
+        assert wait_for(lambda: (logs / "result_0.txt").exists() and
+                        (logs / "result_0.txt").read_text().count("eval_accuracy") == 3)
+        once = subprocess.run([sys.executable, "-m", "perfwatch", "attach", str(logs), "--once"], cwd=ROOT,
+                              capture_output=True, text=True, timeout=60)
+        assert once.returncode == 1, once.stdout  # one pass; the run has not ended, so not a success
+        assert "one pass" in once.stdout and "result_0                 running  -" in once.stdout
+        assert "1 runs; NOT all succeeded" in once.stdout
+        out = tmp_path / "attach.out"
+        at = perfwatch("attach", str(logs), "--headless", out=out)
+        try:
+            assert wait_for(lambda: "result_0                 running   eval 0.99" in out.read_text())
+            assert at.poll() is None
+            os.kill(at.pid, signal.SIGTERM)
+            assert wait_for(lambda: at.poll() is not None), out.read_text()
+            text = out.read_text()
+            assert at.returncode == 130, text
+            assert "interrupted (SIGTERM)" in text and "1 runs; NOT all succeeded" in text
+        finally:
+            kill_groups({at.pid})
+    finally:
+        kill_groups({w.pid})

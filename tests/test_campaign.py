@@ -76,6 +76,23 @@ def test_torchrun_job_goes_through_torch_distributed_run(tmp_path: Path) -> None
     assert "--node-rank=1" in multi.argv and "--rdzv-endpoint=node0:29500" in multi.argv
 
 
+def test_cache_clear_cmd_top_level_default_and_per_job_override(tmp_path: Path) -> None:
+    c = load(tmp_path, f"""
+        cache_clear_cmd: [sync]
+        cache_clear_timeout: 2m
+        jobs:
+          - {{name: a, cmd: [python, {FAKE}]}}
+          - {{name: b, cmd: [python, {FAKE}], cache_clear_cmd: [python, {FAKE}, --tag, "{{run_id}}"]}}
+          - {{name: c, cmd: [python, {FAKE}], cache_clear_cmd: null}}
+        """)
+    a, b, c_ = c.runs
+    assert a.cache_clear_cmd == ("sync",) and a.cache_clear_timeout == 120
+    assert b.cache_clear_cmd == (sys.executable, FAKE, "--tag", "b.r0")  # templated; python = our interpreter
+    assert c_.cache_clear_cmd is None  # a job can turn the campaign's cache clear off
+    plain = load(tmp_path, f"jobs:\n  - {{name: a, cmd: [python, {FAKE}]}}\n").runs[0]
+    assert plain.cache_clear_cmd is None and plain.cache_clear_timeout == 60
+
+
 def test_durations() -> None:
     assert parse_duration("10m") == 600
     assert parse_duration("1h30m") == 5400
@@ -132,6 +149,21 @@ BAD = [
     ("jobs:\n" + OK_JOB + "    flops_per_sample: -5\n", 4, "jobs[0].flops_per_sample", "positive"),
     ("logdir: 'runs/{nam}'\njobs:\n" + OK_JOB, 1, "logdir", "unknown placeholder {nam}"),
     ("", 1, "", "empty"),
+    # cache_clear_cmd: an argv list like cmd, checked before anything starts
+    ("cache_clear_cmd: sync; echo 3 > /proc/sys/vm/drop_caches\njobs:\n" + OK_JOB, 1, "cache_clear_cmd",
+     "no shell strings"),
+    ("jobs:\n" + OK_JOB + "    cache_clear_cmd: []\n", 4, "jobs[0].cache_clear_cmd", "empty command"),
+    ("defaults:\n  cache_clear_cmd: [no-such-dropper-xyz]\njobs:\n" + OK_JOB, 2, "defaults.cache_clear_cmd[0]",
+     "not found on PATH"),
+    ("jobs:\n" + OK_JOB + "    cache_clear_cmd: [python, no_such_clear.py]\n", 4, "jobs[0].cache_clear_cmd[1]",
+     "no such script"),
+    ("jobs:\n" + OK_JOB + "    cache_clear_cmd: [sync, {a: 1}]\n", 4, "jobs[0].cache_clear_cmd[1]",
+     "expected a string, got mapping"),
+    ("jobs:\n" + OK_JOB + "    cache_clear_cmd: [sync, '{rnu_id}']\n", 4, "jobs[0].cache_clear_cmd[1]",
+     "unknown placeholder {rnu_id}"),
+    ("cache_clear_timeout: soon\njobs:\n" + OK_JOB, 1, "cache_clear_timeout", "expected a duration"),
+    ("cache_clear_cmd: [sync]\ndefaults:\n  cache_clear_cmd: [sync]\njobs:\n" + OK_JOB, 3,
+     "defaults.cache_clear_cmd", "also set at the top level (line 1)"),
 ]
 
 

@@ -43,6 +43,9 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
         if r.target:
             limits.append(("exit at " if r.exit_at_target else "target ") + r.target.describe())
         print(f"  {r.run_id:<26} {', '.join(limits)}")
+        if r.cache_clear_cmd:
+            limit = f" (timeout {r.cache_clear_timeout:g}s)" if r.cache_clear_timeout else ""
+            print(f"  {'':<26} first: {shlex.join(r.cache_clear_cmd)}{limit}")
         print(f"  {'':<26} {shlex.join(r.argv)}")
 
 
@@ -69,7 +72,7 @@ def open_ui(session: Session, args: argparse.Namespace, *, stop_on_interrupt: bo
             return int(run_tui(session, theme=args.theme))
     from perfwatch.core.headless import run_headless
 
-    return run_headless(session, sys.stdout, stop_on_interrupt=stop_on_interrupt)
+    return run_headless(session, sys.stdout, stop_on_interrupt=stop_on_interrupt, once=getattr(args, "once", False))
 
 
 def run(args: argparse.Namespace) -> int:

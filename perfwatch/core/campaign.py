@@ -15,13 +15,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from perfwatch.core.campaign_settings import RUN_FIELDS, SETTING_KEYS, Settings, check_template, settings
+from perfwatch.core.campaign_settings import (
+    CACHE_CLEAR_KEYS,
+    CACHE_CLEAR_TIMEOUT,
+    RUN_FIELDS,
+    SETTING_KEYS,
+    Settings,
+    argv_list,
+    check_template,
+    settings,
+)
 from perfwatch.core.campaign_yaml import CampaignError, Y, load
 from perfwatch.core.targets import Target
 
 __all__ = ["Campaign", "CampaignError", "Launcher", "RunSpec", "load_campaign"]
 
-TOP_KEYS = ("name", "description", "logdir", "system", "defaults", "jobs", "baseline", "scheduler")
+TOP_KEYS = ("name", "description", "logdir", "system", "defaults", "jobs", "baseline", "scheduler",
+            *CACHE_CLEAR_KEYS)
 JOB_KEYS = ("name", "cmd", "args", "launcher", *SETTING_KEYS)
 SYSTEM_KEYS = ("name", "submitter", "division", "status", "notes")
 SCHEDULER_KEYS = ("max_parallel", "gpus")
@@ -67,6 +77,8 @@ class RunSpec:
     flops_per_sample: float | None
     launcher: Launcher
     grid: dict[str, Any] = field(default_factory=dict)
+    cache_clear_cmd: tuple[str, ...] | None = None  # run by the runner before the workload, each attempt
+    cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
 
 
 @dataclass(frozen=True)
@@ -191,20 +203,15 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path) -> list[RunSp
         raise m["name"].error(f"job names use letters, digits, - and _ (got {name!r})")
     if "cmd" not in m:
         raise y.error("missing key 'cmd' (the program as an argv list, e.g. [python, train.py])")
-    cy = m["cmd"]
-    if cy.shape == "scalar":
-        raise cy.error("expected an argv list like [python, train.py], got a string (no shell strings)")
-    items = cy.seq()
+    items = argv_list(m["cmd"], "[python, train.py]")
     cmd = [it.string() for it in items]
-    if not cmd:
-        raise cy.error("empty command")
-    for it, part in zip(items, cmd, strict=True):
-        check_template(it, part, RUN_FIELDS)
     s = settings({k: v for k, v in m.items() if k in SETTING_KEYS}, defaults)
     cwd = (base / s.cwd).resolve() if s.cwd else base
     if s.cwd and not cwd.is_dir():
         raise m["cwd"].error(f"no such directory: {cwd}")
     _check_cmd(items, cmd, cwd)
+    if s.cache_clear_cmd is not None and s.cache_clear_y is not None:
+        _check_cmd(s.cache_clear_y.seq(), list(s.cache_clear_cmd), cwd)
     launcher = _launcher(m["launcher"]) if "launcher" in m else Launcher()
     axes: list[tuple[str, list[Any]]] = []
     if "args" in m:
@@ -230,12 +237,17 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path) -> list[RunSp
             filled = [(k, _fill(v, values) if isinstance(v, str) else v) for k, v in chosen]
             argv = _argv([_fill(c, values) for c in cmd], filled, launcher, f"{campaign}-{run_id}")
             env = {k: _fill(v, values) for k, v in s.env.items()}
+            clear = None
+            if s.cache_clear_cmd is not None:
+                clear = tuple(_fill(c, values) for c in s.cache_clear_cmd)
+                clear = (sys.executable, *clear[1:]) if clear[0] in _PYTHONS else clear
             runs.append(RunSpec(
                 run_id=run_id, job=name, group=group, benchmark=s.benchmark, index=index, seed=seed,
                 argv=tuple(argv), env=env, cwd=str(cwd), devices=s.devices, threads=s.threads,
                 precision=s.precision, timeout=s.timeout, stall_after=s.stall_after, grace=s.grace,
                 target=s.target, exit_at_target=s.exit_at_target, isolate=s.isolate,
                 flops_per_sample=s.flops_per_sample, launcher=launcher, grid=grid,
+                cache_clear_cmd=clear, cache_clear_timeout=s.cache_clear_timeout,
             ))
     return runs
 
@@ -263,9 +275,14 @@ def load_campaign(path: str | Path, *, base: Path | None = None) -> Campaign:
             system[k] = v.string()
             if k == "division" and system[k] not in ("open", "closed"):
                 raise v.error(f"expected 'open' or 'closed', got {system[k]!r}")
-    defaults = Settings()
+    # cache_clear_* at the top level is the campaign-wide value; `defaults` and jobs may override it
+    defaults = settings({k: m[k] for k in CACHE_CLEAR_KEYS if k in m}, Settings())
     if "defaults" in m:
-        defaults = settings(m["defaults"].mapping(SETTING_KEYS), defaults)
+        dm = m["defaults"].mapping(SETTING_KEYS)
+        for key in CACHE_CLEAR_KEYS:
+            if key in dm and key in m:
+                raise dm[key].error(f"also set at the top level (line {m[key].line}); set it in one place")
+        defaults = settings(dm, defaults)
     max_parallel: int | None = None
     gpus: tuple[int, ...] | None = None
     if "scheduler" in m:

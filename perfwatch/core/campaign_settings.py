@@ -15,7 +15,10 @@ from perfwatch.core.targets import Target
 SETTING_KEYS = (
     "benchmark", "repeat", "seed", "seeds", "env", "cwd", "target", "exit_at_target", "timeout",
     "stall_after", "devices", "precision", "flops_per_sample", "threads", "isolate", "grace",
+    "cache_clear_cmd", "cache_clear_timeout",
 )
+CACHE_CLEAR_KEYS = ("cache_clear_cmd", "cache_clear_timeout")  # also allowed at the top level
+CACHE_CLEAR_TIMEOUT = 60.0
 TARGET_KEYS = ("key", "value", "higher_is_better")
 RUN_FIELDS = ("seed", "index", "run_id", "name", "job")
 PRECISIONS = ("fp32", "fp16", "bf16", "amp", "tf32", "fp8")
@@ -42,6 +45,9 @@ class Settings:
     threads: int = 1
     isolate: str = "none"
     grace: float = 10.0
+    cache_clear_cmd: tuple[str, ...] | None = None  # argv run by the runner before each attempt
+    cache_clear_y: Y | None = None
+    cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
 
     def copy(self) -> Settings:
         return Settings(**{**self.__dict__, "env": dict(self.env)})
@@ -56,6 +62,20 @@ def check_template(y: Y, text: str, allowed: tuple[str, ...]) -> str:
         if name not in allowed:
             raise y.error(f"unknown placeholder {{{name}}}; known: {', '.join('{' + a + '}' for a in allowed)}")
     return text
+
+
+def argv_list(y: Y, example: str) -> list[Y]:
+    """A command as an argv list of strings (templated with the run's fields); never a shell string."""
+    if y.shape == "scalar" and not y.is_null():
+        raise y.error(f"expected an argv list like {example}, got a string (no shell strings)")
+    items = y.seq()
+    if not items:
+        raise y.error("empty command")
+    for it in items:
+        if it.shape != "scalar":
+            raise it.expected("a string")
+        check_template(it, it.string(), RUN_FIELDS)
+    return items
 
 
 def target(y: Y) -> Target | None:
@@ -106,6 +126,14 @@ def settings(m: dict[str, Y], base: Settings) -> Settings:
             s.stall_after = y.duration()
         elif key == "grace":
             s.grace = y.duration() or 0.0
+        elif key == "cache_clear_cmd":
+            if y.is_null():
+                s.cache_clear_cmd, s.cache_clear_y = None, None  # a job can switch the campaign's off
+            else:
+                items = argv_list(y, "[sudo, /sbin/sysctl, vm.drop_caches=3]")
+                s.cache_clear_cmd, s.cache_clear_y = tuple(it.string() for it in items), y
+        elif key == "cache_clear_timeout":
+            s.cache_clear_timeout = y.duration()
         elif key == "devices":
             s.devices = y.integer(minimum=0)
         elif key == "threads":

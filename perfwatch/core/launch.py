@@ -89,6 +89,25 @@ def _leader_running(pgid: int) -> bool:
         return False
 
 
+def describe_exit(code: int) -> str:
+    """`exit 3`, `killed by SIGKILL`: how a run's process ended, for humans."""
+    if code >= 0:
+        return f"exit {code}"
+    return f"killed by {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}"
+
+
+def activity(run_dir: Path) -> tuple[float, ...]:
+    """Size and mtime of a run's mllog.txt and output.log: changes whenever the run writes."""
+    out: list[float] = []
+    for name in (MLLOG_FILE, OUTPUT_FILE):
+        try:
+            st = os.stat(run_dir / name)
+            out += [st.st_size, st.st_mtime]
+        except OSError:
+            out += [-1, -1]
+    return tuple(out)
+
+
 def archive_attempt(run_dir: Path, attempt: int) -> list[str]:
     """Keep an earlier attempt's files as `.attempt-N.<name>` (hidden: not read as a new run)."""
     kept = []
@@ -119,6 +138,7 @@ class Proc:
     run_dir: Path
     popen: subprocess.Popen[bytes] | None = None
     returncode: int | None = field(default=None)
+    exit_record: dict | None = None  # exit.json as read when the run ended
 
     @property
     def pgid(self) -> int:
@@ -151,6 +171,7 @@ class Proc:
             code = None
         record = read_exit(self.run_dir)
         if record is not None and record.get("runner_pid") in (None, self.pid):
+            self.exit_record = record
             if record.get("signal"):
                 code = -int(signal.Signals[record["signal"]])
             elif record.get("exit_code") is not None:
@@ -185,8 +206,14 @@ def start(
     cwd: str | Path,
     cpus: list[int] | None = None,
     mem_bytes: int | None = None,
+    cache_clear: list[str] | tuple[str, ...] | None = None,
+    cache_clear_timeout: float | None = None,
 ) -> Proc:
-    """Start `argv` under the supervisor in a new session; output appended to output.log."""
+    """Start `argv` under the supervisor in a new session; output appended to output.log.
+
+    `cache_clear` (an argv list) is run by the supervisor first; the workload starts only if it
+    exits 0 within `cache_clear_timeout` seconds (None: no limit).
+    """
     run_dir.mkdir(parents=True, exist_ok=True)
     (run_dir / EXIT_FILE).unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "perfwatch.core.runner", "--exit-file", str(run_dir / EXIT_FILE)]
@@ -194,6 +221,8 @@ def start(
         cmd += ["--cpus", ",".join(map(str, cpus))]
     if mem_bytes:
         cmd += ["--mem-bytes", str(mem_bytes)]
+    if cache_clear:
+        cmd += ["--cache-clear", json.dumps(list(cache_clear)), "--cache-clear-timeout", str(cache_clear_timeout or 0)]
     cmd += ["--", *argv]
     full_env = {**os.environ, **env}
     with open(run_dir / OUTPUT_FILE, "ab") as out:

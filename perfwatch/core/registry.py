@@ -60,6 +60,7 @@ def host_facts() -> dict[str, Any]:
 def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
     data = asdict(spec)
     data["argv"] = list(spec.argv)
+    data["cache_clear_cmd"] = list(spec.cache_clear_cmd) if spec.cache_clear_cmd else None
     data["target"] = asdict(spec.target) if spec.target else None
     data["gpus_per_run"] = data.pop("devices")
     return data
@@ -73,6 +74,7 @@ def spec_from_dict(data: dict[str, Any]) -> RunSpec:
     fields["launcher"] = Launcher(**(data.get("launcher") or {}))
     fields["env"] = dict(data.get("env") or {})
     fields["grid"] = dict(data.get("grid") or {})
+    fields["cache_clear_cmd"] = tuple(data["cache_clear_cmd"]) if data.get("cache_clear_cmd") else None
     return RunSpec(**fields)
 
 

@@ -8,6 +8,11 @@ a perfwatch that re-adopts the run later cannot `waitpid` a process it did not s
 
 SIGTERM/SIGINT/SIGHUP sent to the group reach the workload directly; the supervisor
 only notes them and keeps waiting, so the exit status is still recorded.
+
+With `--cache-clear ARGV_JSON` the supervisor first runs that command (MLPerf's "clear the
+caches before each run"), in the run's process group with its output in output.log, under
+`--cache-clear-timeout`. Its result is `cache_clear` in exit.json; if it fails, times out or
+the run is stopped meanwhile, the workload is never started.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import argparse
 import json
 import os
 import resource
+import shlex
 import signal
 import subprocess
 import sys
@@ -66,11 +72,60 @@ def apply_limits(cpus: list[int] | None, mem_bytes: int | None) -> str:
     return "rlimit"
 
 
+def clear_cache(argv: list[str], timeout: float | None) -> dict[str, object]:
+    """Run the cache-clear argv (never a shell); the record says how it went, `ok` and `reason`."""
+    print(f"perfwatch: cache_clear_cmd: {shlex.join(argv)}", flush=True)
+    started = time.time()
+    info: dict[str, object] = {"argv": argv, "started_at": started, "timeout": timeout, "timed_out": False}
+    try:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL)
+    except OSError as exc:
+        info.update(exit_code=127, signal=None, ended_at=time.time(), ok=False,
+                    reason=f"cache_clear_cmd cannot start: {exc}; workload not started")
+        return info
+    try:
+        code = proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()  # anything it left in the group is killed with the group when the run ends
+        code = proc.wait()
+        info["timed_out"] = True
+    info.update(exit_code=code if code >= 0 else None, signal=signal.Signals(-code).name if code < 0 else None,
+                ended_at=time.time(), ok=code == 0 and not info["timed_out"])
+    if info["timed_out"]:
+        what = f"timed out after {timeout:g}s"
+    else:
+        what = f"exit {code}" if code >= 0 else f"killed by {info['signal']}"
+    info["reason"] = None if info["ok"] else f"cache_clear_cmd failed: {what}; workload not started"
+    print(f"perfwatch: cache_clear_cmd {what} in {time.time() - started:.2f}s", flush=True)
+    return info
+
+
+def _not_started(record: dict[str, object], exit_file: Path, received: list[int]) -> int:
+    """The cache clear failed or the run was stopped during it: record why, start nothing."""
+    clear = record["cache_clear"]
+    assert isinstance(clear, dict)
+    if received:  # stopped by the user (or perfwatch) before the workload started
+        name = signal.Signals(received[0]).name
+        record.update(exit_code=None, signal=name, ended_at=time.time(), workload_started=False)
+        write_json_atomic(exit_file, record)
+        return 128 + received[0]
+    # timeout(1)'s 124 for a timeout, 128+N for a signal, else the command's own status
+    code = 124 if clear["timed_out"] else clear["exit_code"]
+    if not isinstance(code, int):
+        code = 128 + int(signal.Signals[str(clear["signal"])])
+    print(f"perfwatch: {clear['reason']}", file=sys.stderr, flush=True)
+    record.update(exit_code=code, signal=None, ended_at=time.time(), workload_started=False)
+    write_json_atomic(exit_file, record)
+    return code
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="perfwatch.core.runner")
     parser.add_argument("--exit-file", required=True, type=Path)
     parser.add_argument("--cpus", default="", help="comma-separated CPU ids for affinity")
     parser.add_argument("--mem-bytes", type=int, default=0)
+    parser.add_argument("--cache-clear", default="", help="JSON argv list to run before the workload")
+    parser.add_argument("--cache-clear-timeout", type=float, default=0.0, help="seconds; 0 = no limit")
     parser.add_argument("cmd", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     cmd = args.cmd[1:] if args.cmd[:1] == ["--"] else args.cmd
@@ -84,6 +139,10 @@ def main(argv: list[str] | None = None) -> int:
     record: dict[str, object] = {"started_at": started, "argv": cmd, "runner_pid": os.getpid()}
     try:
         record["memory_limit"] = apply_limits([int(c) for c in args.cpus.split(",") if c], args.mem_bytes)
+        if args.cache_clear:
+            record["cache_clear"] = clear = clear_cache(json.loads(args.cache_clear), args.cache_clear_timeout or None)
+            if not clear["ok"] or received:
+                return _not_started(record, args.exit_file, received)
         child = subprocess.Popen(cmd)
     except OSError as exc:
         print(f"perfwatch: cannot start {cmd[0]!r}: {exc}", file=sys.stderr, flush=True)

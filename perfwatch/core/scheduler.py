@@ -293,7 +293,7 @@ class Scheduler:
                 self.stop(spec.run_id, intent=RunState.SUCCEEDED, reason="target reached; stopped by perfwatch")
                 return
         if spec.stall_after is not None:
-            sig = self._activity(run)
+            sig = launch.activity(self.logdir / run.spec.run_id)
             if sig != run.activity:
                 run.activity, run.active_at = sig, now
                 if run.stalled:
@@ -303,17 +303,6 @@ class Scheduler:
                 run.stalled = True
                 self._set(run, RunState.STALLED, f"no output for {spec.stall_after:g}s")
 
-    def _activity(self, run: _Run) -> tuple[float, ...]:
-        folder = self.logdir / run.spec.run_id
-        out: list[float] = []
-        for name in (launch.MLLOG_FILE, launch.OUTPUT_FILE):
-            try:
-                st = os.stat(folder / name)
-                out += [st.st_size, st.st_mtime]
-            except OSError:
-                out += [-1, -1]
-        return tuple(out)
-
     def _finish(self, run: _Run, code: int, now: float) -> None:
         assert run.proc is not None
         leftovers = run.proc.group_pids()
@@ -321,11 +310,13 @@ class Scheduler:
             with contextlib.suppress(OSError):
                 os.killpg(run.proc.pgid, signal.SIGKILL)
         run.exit_code, run.ended_at, run.kill_at = code, now, None
-        if code >= 0:
-            what = f"exit {code}"
-        else:
-            what = f"killed by {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}"
-        if run.intent is RunState.SUCCEEDED:
+        what = launch.describe_exit(code)
+        clear = (run.proc.exit_record or {}).get("cache_clear")
+        run.record["cache_clear"] = clear  # this attempt's cache clear: argv, exit status, times
+        reason: str | None
+        if run.intent is None and isinstance(clear, dict) and clear.get("reason"):
+            state, reason = RunState.FAILED, str(clear["reason"])
+        elif run.intent is RunState.SUCCEEDED:
             state, reason = RunState.SUCCEEDED, run.reason
         elif run.intent is not None:
             state, reason = run.intent, f"{run.reason} ({what})"
@@ -335,7 +326,7 @@ class Scheduler:
             state, reason = (RunState.FAILED if code > 0 else RunState.KILLED), what
         if run.stalled and state is not RunState.SUCCEEDED:
             reason = f"{reason}; had no output for {run.spec.stall_after:g}s"
-        run.devices, run.slot = run.devices, None
+        run.slot = None
         self._set(run, state, reason)
 
     def _busy(self) -> tuple[int, set[int], set[int]]:
@@ -378,7 +369,8 @@ class Scheduler:
             run.slot = min(set(range(self.max_parallel + len(slots) + 1)) - slots)
             cpus, mem = launch.cpu_share(run.slot, self.max_parallel)
         try:
-            run.proc = launch.start(spec.argv, run_dir, env=env, cwd=spec.cwd, cpus=cpus, mem_bytes=mem)
+            run.proc = launch.start(spec.argv, run_dir, env=env, cwd=spec.cwd, cpus=cpus, mem_bytes=mem,
+                                    cache_clear=spec.cache_clear_cmd, cache_clear_timeout=spec.cache_clear_timeout)
         except OSError as exc:
             self._set(run, RunState.FAILED, f"cannot start: {exc}")
             return True

@@ -1,6 +1,7 @@
 """A fake-but-real workload for launch tests: prints mllog lines, then succeeds, crashes, hangs or ignores SIGTERM.
 
     python tests/workloads_fake/fake.py --mode ok --epochs 5 --step 0.05
+    python tests/workloads_fake/fake.py --gate FILE --stop-status aborted   # run_stop only once FILE exists
 
 Writes `:::MLLOG` records to $PERFWATCH_MLLOG (the way perfwatch hands a run its log path)
 and plain progress text to stdout (perfwatch sends it to output.log).
@@ -31,6 +32,8 @@ def main() -> int:
     p.add_argument("--step", type=float, default=0.05, help="seconds per epoch")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--gate", help="before logging run_stop, wait until this file exists")
+    p.add_argument("--stop-status", default="success", help="run_stop's status")
     args = p.parse_args()
     if args.mode == "ignore_term":
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
@@ -58,7 +61,11 @@ def main() -> int:
         if args.mode == "no_stop":  # reached the target but never stops by itself
             while True:
                 time.sleep(1)
-        emit(fh, "run_stop", status="success")
+        if args.gate:
+            print("waiting for the gate file", flush=True)
+            while not os.path.exists(args.gate):
+                time.sleep(0.05)
+        emit(fh, "run_stop", status=args.stop_status)
     print("done", flush=True)
     return 0
 
