@@ -1,8 +1,10 @@
 """P3: CPU used by the perfwatch TUI process in a real terminal (tmux, 120x40).
 
-Scenario: `perfwatch attach DIR` on 16 live runs, each appended 10 mllog lines/s by a
-separate writer process (tracked_stats every line, an eval every 5 s), with the default
-1 Hz telemetry sampler (host + NVML). The TUI process's CPU time is read once a second;
+Scenario: `perfwatch attach DIR` on 16 live runs laid out like a perfwatch LOGDIR
+(DIR/runNN/mllog.txt and DIR/runNN/telemetry.jsonl), each appended 10 mllog lines/s by a
+separate writer process (tracked_stats every line, an eval every 5 s) which also appends one
+telemetry record per run per second (what the campaign owner writes), with the default
+1 Hz telemetry sampler (host + NVML). The selected run's telemetry is shown in the detail pane. The TUI process's CPU time is read once a second;
 the median of the per-second percentages over `--seconds` is reported, first while the
 writers run, then after they stop (nothing changes: the idle figure).
 
@@ -33,12 +35,22 @@ root, runs, rate = sys.argv[1], int(sys.argv[2]), float(sys.argv[3])
 def rec(key, value=None, **md):
     return ":::MLLOG " + json.dumps({"namespace": "", "time_ms": time.time() * 1000,
         "event_type": "POINT_IN_TIME", "key": key, "value": value, "metadata": md}) + "\n"
-files = [open(f"{root}/run{i:02d}/result_0.txt", "a", buffering=1) for i in range(runs)]
+files = [open(f"{root}/run{i:02d}/mllog.txt", "a", buffering=1) for i in range(runs)]
 for fh in files:
     fh.write(rec("submission_benchmark", "resnet") + rec("run_start"))
+def telemetry(i, step):
+    gpu = {"index": i % 8, "name": "NVIDIA H100 80GB HBM3", "util_sm": 90.0 + step % 7,
+           "mem_used": (40 + step % 3) << 30, "mem_total": 80 << 30, "power_w": 600.0 + step % 11}
+    line = json.dumps({"time": time.time(), "run": f"run{i:02d}", "nprocs": 2, "pids": [1, 2],
+                       "cpu_percent": 150.0 + step % 13, "rss": (2 << 30) + step * 4096, "gpus": [gpu]})
+    with open(f"{root}/run{i:02d}/telemetry.jsonl", "a") as fh:
+        fh.write(line + "\n")
 step, t0 = 0, time.monotonic()
 while True:
     step += 1
+    if step % int(rate) == 0:
+        for i in range(runs):
+            telemetry(i, step)
     for i, fh in enumerate(files):
         if step % int(rate * 5) == 0:
             fh.write(rec("eval_accuracy", min(0.76, 0.3 + step / 2000), epoch_num=step // 10))
@@ -88,7 +100,7 @@ def main() -> int:
         root = Path(tmp) / "logs"
         for i in range(args.runs):
             (root / f"run{i:02d}").mkdir(parents=True)
-            (root / f"run{i:02d}" / "result_0.txt").touch()
+            (root / f"run{i:02d}" / "mllog.txt").touch()
         writer = subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(args.runs), str(args.rate)])
         env = f"PERFWATCH_CONFIG_DIR={tmp}/cfg PYTHONPATH={REPO}"
         cmd = f"exec env {env} {sys.executable} -m perfwatch attach {root} --theme dark"

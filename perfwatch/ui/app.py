@@ -8,6 +8,7 @@ rows that changed, so a busy campaign costs little CPU and an idle one almost no
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
@@ -20,16 +21,17 @@ from textual.widgets import Footer, Input, Static
 
 from perfwatch.core.run import RunView
 from perfwatch.ui import themes
-from perfwatch.ui.format import make_row, mfu_for, status_of
+from perfwatch.ui.format import header_text, make_row, mfu_for, status_of
 from perfwatch.ui.messages import Inbox, LinesReady, TelemetryReady
 from perfwatch.ui.screens.dialogs import ConfirmScreen, HelpScreen, QuitScreen
 from perfwatch.ui.widgets.detail import DetailPane
 from perfwatch.ui.widgets.devices import DevicePanel
+from perfwatch.ui.widgets.run_telemetry import RunTelemetry, telemetry_path
 from perfwatch.ui.widgets.runs_table import RunsTable
 
 RUN_ACTIONS = ("pause_resume", "stop", "kill", "restart", "start_now")
 LIVE_STATES = frozenset({"queued", "starting", "running", "paused", "stopping", "stalled"})
-WATCH_MIN_INTERVAL = 0.1  # seconds between log read passes inside the TUI
+WATCH_MIN_INTERVAL = 0.25  # seconds between log read passes inside the TUI (it paints at most 2x/s)
 
 
 class PerfwatchApp(App[int]):
@@ -59,6 +61,7 @@ class PerfwatchApp(App[int]):
         sampler_interval: float = 1.0,
         refresh_interval: float = 0.5,
         detail_interval: float = 1.0,
+        minor_interval: float = 1.0,
         control_interval: float = 0.5,
         watcher_factory: Callable[..., Any] | None = None,
     ) -> None:
@@ -73,6 +76,7 @@ class PerfwatchApp(App[int]):
         self.sampler_interval = sampler_interval
         self.refresh_interval = refresh_interval
         self.detail_interval = detail_interval
+        self.minor_interval = minor_interval  # rows whose rates/times alone moved: at most 1 Hz
         self._last_detail = 0.0
         self.control_interval = control_interval
         self._watcher_factory = watcher_factory
@@ -81,6 +85,7 @@ class PerfwatchApp(App[int]):
         self._inbox: Inbox[Any] = Inbox()
         self._dirty: set[str] = set()
         self._paint_pending = False
+        self._paint_handle: asyncio.TimerHandle | None = None
         self._last_paint = 0.0
         self._procs: Mapping[str, Any] = {}
         self._selected: str | None = None
@@ -90,6 +95,7 @@ class PerfwatchApp(App[int]):
         self._telemetry: Any = None
         self._snapshot: Any = None
         self._gpu_names: tuple[Any, ...] = ()
+        self._devices_dirty = False
         self._closed = False
         self.stop_runs_on_exit = False
 
@@ -113,6 +119,7 @@ class PerfwatchApp(App[int]):
         self.query_one("#filter", Input).display = False
         self.query_one(RunsTable).focus()
         self._paint_header()
+        self.query_one(RunTelemetry).use_own_clock(self.sampler is None)  # else polled with each sample
         if self.sampler is None:
             self.query_one(DevicePanel).display = False
         else:
@@ -133,12 +140,14 @@ class PerfwatchApp(App[int]):
             factory = LogWatcher
         kwargs: dict[str, Any] = {"poll": self.session.poll}
         if factory is not None and self._watcher_factory is None:
-            kwargs["min_interval"] = WATCH_MIN_INTERVAL  # the table refreshes at 2 Hz: read at most 10x/s
+            kwargs["min_interval"] = WATCH_MIN_INTERVAL  # the table refreshes at 2 Hz: read at most 4x/s
         self._watcher = factory(self.session.watcher_roots, self._sink, **kwargs)
         self._watcher.start()
 
     def on_unmount(self) -> None:
         self._closed = True
+        if self._paint_handle is not None:
+            self._paint_handle.cancel()
         if self._telemetry is not None:
             self._telemetry.stop()
         if self._watcher is not None:
@@ -164,10 +173,18 @@ class PerfwatchApp(App[int]):
         gpu = message.snapshot.gpu
         names = tuple(g.name for g in gpu.gpus) if gpu is not None else ()
         self._snapshot = message.snapshot
-        self.query_one(DevicePanel).show(message.snapshot)
         if names != self._gpu_names:
             self._gpu_names = names
             self._mark(self._run_ids())  # the GPUs (so the peaks) changed: recompute the MFU cells
+        if self._paint_pending:
+            self._devices_dirty = True  # shown with the coming paint: one screen update for all
+        else:
+            self._show_devices()
+
+    def _show_devices(self) -> None:
+        """The device panel, and the selected run's telemetry.jsonl (read once a second, here)."""
+        self.query_one(DevicePanel).show(self._snapshot)
+        self.query_one(RunTelemetry).poll()
 
     def _poll_controller(self) -> None:
         ctl = self.controller
@@ -190,8 +207,9 @@ class PerfwatchApp(App[int]):
     def _schedule_paint(self) -> None:
         if not self._paint_pending:
             self._paint_pending = True
-            delay = max(0.0, self._last_paint + self.refresh_interval - time.monotonic())
-            self.set_timer(max(delay, 0.01), self._paint)
+            delay = max(0.01, self._last_paint + self.refresh_interval - time.monotonic())
+            # a loop timer queueing the paint on the app's pump (set_timer repr()s the whole app)
+            self._paint_handle = asyncio.get_running_loop().call_later(delay, self.call_next, self._paint)
 
     def _paint(self) -> None:
         """Push what changed since the last paint to the widgets."""
@@ -207,7 +225,9 @@ class PerfwatchApp(App[int]):
         for rid in dirty:
             view, proc = self._view(rid), self._procs.get(rid)
             rows.append(make_row(rid, view, proc, mfu_for(view, proc, self._snapshot)))
-        self.query_one(RunsTable).update_rows(rows)
+        # rows where only rates/times moved are repainted at most every minor_interval (less jitter)
+        later = self.query_one(RunsTable).update_rows(rows, time.monotonic(), self.minor_interval - 0.1)
+        self._mark(later)
         if self._selected in dirty:
             if time.monotonic() - self._last_detail >= self.detail_interval:
                 self._show_detail()
@@ -215,6 +235,9 @@ class PerfwatchApp(App[int]):
                 self._dirty.add(self._selected)  # shown at a later paint, at most detail_interval apart
                 self._schedule_paint()
         self._paint_header()
+        if self._devices_dirty:
+            self._devices_dirty = False
+            self._show_devices()
 
     def _view(self, run_id: str) -> RunView | None:
         run = self.book.get(run_id)
@@ -224,15 +247,8 @@ class PerfwatchApp(App[int]):
         return set(self.book.runs) | set(self._procs)
 
     def _paint_header(self) -> None:
-        counts: dict[str, int] = {}
-        for rid in self._run_ids():
-            status = status_of(self._view(rid), self._procs.get(rid))[0]
-            counts[status] = counts.get(status, 0) + 1
-        host = self.session.host or {}
-        name = host.get("hostname") or host.get("name") or ""
-        parts = [f"perfwatch · {self.session.title}", name, f"{sum(counts.values())} runs"]
-        parts += [f"{n} {s}" for s, n in sorted(counts.items())]
-        text = "  ".join(p for p in parts if p)
+        statuses = (status_of(self._view(rid), self._procs.get(rid))[0] for rid in self._run_ids())
+        text = header_text(self.session.title, self.session.host, statuses)
         if text != self._header:
             self._header = text
             self.query_one("#header-bar", Static).update(text, layout=False)
@@ -253,7 +269,9 @@ class PerfwatchApp(App[int]):
         self.query_one(DetailPane).show(view, tail, proc, findings=findings)
 
     def on_runs_table_selected(self, message: RunsTable.Selected) -> None:
-        self._selected = message.run_id
+        self._selected = rid = message.run_id
+        run, proc = (self.book.get(rid), self._procs.get(rid)) if rid else (None, None)
+        self.query_one(RunTelemetry).follow(telemetry_path(run, proc))
         self._show_detail()
         self.refresh_bindings()
 

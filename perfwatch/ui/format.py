@@ -7,6 +7,8 @@ status class whose colour the theme provides.
 from __future__ import annotations
 
 import math
+from collections import Counter
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -175,3 +177,12 @@ def make_row(run_id: str, view: RunView | None, proc: Any | None = None, mfu: fl
         "time": view.elapsed_ms or 0.0,
     }
     return Row(run_id, cells, status, sort)
+
+
+def header_text(title: str, host: Mapping[str, Any] | None, statuses: Iterable[str]) -> str:
+    """`perfwatch · <campaign>  <host>  N runs  n <status> ...` for the header bar."""
+    counts = Counter(statuses)
+    name = (host or {}).get("hostname") or (host or {}).get("name") or ""
+    parts = [f"perfwatch · {title}", name, f"{sum(counts.values())} runs"]
+    parts += [f"{n} {s}" for s, n in sorted(counts.items())]
+    return "  ".join(p for p in parts if p)

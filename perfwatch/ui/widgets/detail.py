@@ -16,6 +16,7 @@ from textual.widgets import Static
 from perfwatch.core.run import RunView
 from perfwatch.ui.format import fmt_duration, fmt_rate, fmt_value, status_of
 from perfwatch.ui.widgets.plot import Plot
+from perfwatch.ui.widgets.run_telemetry import RunTelemetry
 
 
 class LogTail(Widget):
@@ -119,13 +120,16 @@ def summary_text(view: RunView | None, proc: Any | None, findings: Sequence[str]
 
 
 class DetailPane(Vertical):
-    """Summary, plots side by side, log tail."""
+    """Summary, plots side by side, the run's own telemetry, log tail."""
+
+    _summary: Text | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-summary")
         with Horizontal(id="detail-plots"):
             yield Plot("eval", id="plot-eval")
             yield Plot("samples/s", id="plot-throughput")
+        yield RunTelemetry(id="detail-telemetry")
         yield LogTail(id="detail-log")
 
     def show(
@@ -135,7 +139,10 @@ class DetailPane(Vertical):
         proc: Any | None = None,
         findings: Sequence[str] = (),
     ) -> None:
-        self.query_one("#detail-summary", Static).update(summary_text(view, proc, findings), layout=False)
+        summary = summary_text(view, proc, findings)
+        if summary != self._summary:  # same text: no repaint
+            self._summary = summary
+            self.query_one("#detail-summary", Static).update(summary, layout=False)
         eval_plot = self.query_one("#plot-eval", Plot)
         tp_plot = self.query_one("#plot-throughput", Plot)
         if view is None:

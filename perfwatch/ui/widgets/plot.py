@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from itertools import groupby
 
 from rich.segment import Segment
 from rich.style import Style
@@ -11,6 +12,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 _DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))  # [row][col] bits of a braille cell
+_DOTS_BY_X = tuple(tuple(row[col] for row in _DOTS) for col in (0, 1))  # [col][row]
 
 
 def raster(
@@ -22,16 +24,20 @@ def raster(
         return grid
     px_w, px_h = width * 2, height * 4
     x0, x1 = points[0][0], points[-1][0]
-    span_x = (x1 - x0) or 1.0
-    span_y = (hi - lo) or 1.0
-    prev: tuple[int, int] | None = None
+    sx = (px_w - 1) / ((x1 - x0) or 1.0)
+    sy = (px_h - 1) / ((hi - lo) or 1.0)
+    last_x, last_y = px_w - 1, px_h - 1
+    prev_x = prev_y = -1
     for x, y in points:
-        cx = min(int((x - x0) / span_x * (px_w - 1) + 0.5), px_w - 1)
-        cy = px_h - 1 - min(max(int((y - lo) / span_y * (px_h - 1) + 0.5), 0), px_h - 1)
-        ys = [cy] if prev is None or prev[0] == cx else range(min(prev[1], cy), max(prev[1], cy) + 1)
-        for py in ys:
-            grid[py // 4][cx // 2] |= _DOTS[py % 4][cx % 2]
-        prev = (cx, cy)
+        cx = min(int((x - x0) * sx + 0.5), last_x)
+        cy = last_y - min(max(int((y - lo) * sy + 0.5), 0), last_y)
+        bits, cell = _DOTS_BY_X[cx & 1], cx >> 1
+        if prev_x < 0 or prev_x == cx or prev_y == cy:
+            grid[cy >> 2][cell] |= bits[cy & 3]
+        else:
+            for py in range(min(prev_y, cy), max(prev_y, cy) + 1):
+                grid[py >> 2][cell] |= bits[py & 3]
+        prev_x, prev_y = cx, cy
     return grid
 
 
@@ -47,6 +53,7 @@ class Plot(Widget):
         super().__init__(id=id)
         self._title = title
         self._points: tuple[tuple[float, float], ...] = ()
+        self._source: Sequence[tuple[float, float]] | None = None
         self._target: float | None = None
         self._note = ""
         self._rows: list[Strip] | None = None
@@ -56,6 +63,9 @@ class Plot(Widget):
     def set_data(
         self, points: Sequence[tuple[float, float]], target: float | None = None, note: str = ""
     ) -> None:
+        if points is self._source and target == self._target and note == self._note:
+            return  # the same (immutable, cached) series as last time: nothing to redraw
+        self._source = points
         pts = tuple((x, y) for x, y in points if math.isfinite(x) and math.isfinite(y))
         if pts == self._points and target == self._target and note == self._note:
             return
@@ -111,23 +121,14 @@ class Plot(Widget):
             target_row = None
             if self._target is not None:
                 target_row = min(int((hi - self._target) / (hi - lo) * (rows * 4 - 1) + 0.5) // 4, rows - 1)
+            axis, line_st, target_st = style["axis"], style["line"], style["target"]
             for r, cells in enumerate(grid):
-                line = [(labels.get(r, "")[: label_w - 1].rjust(label_w - 1) + "│", style["axis"])]
-                for bits in cells:
-                    if bits:
-                        line.append((chr(0x2800 + bits), style["line"]))
-                    elif r == target_row:
-                        line.append(("╌", style["target"]))
+                row: list[tuple[str, Style]] = [(labels.get(r, "")[: label_w - 1].rjust(label_w - 1) + "│", axis)]
+                blank, blank_st = ("╌", target_st) if r == target_row else (" ", base)
+                for dots, run in groupby(cells, key=bool):  # one segment per run of drawn / empty cells
+                    if dots:
+                        row.append(("".join([chr(0x2800 + bits) for bits in run]), line_st))
                     else:
-                        line.append((" ", base))
-                out.append(line)
-        strips = []
-        for parts in out:
-            segments: list[Segment] = []
-            for text, st in parts:  # merge runs of one style into one segment
-                if segments and segments[-1].style == st:
-                    segments[-1] = Segment(segments[-1].text + text, st)
-                else:
-                    segments.append(Segment(text, st))
-            strips.append(Strip(segments).crop_extend(0, width, base))
-        return strips
+                        row.append((blank * sum(1 for _ in run), blank_st))
+                out.append(row)
+        return [Strip([Segment(text, st) for text, st in parts]).crop_extend(0, width, base) for parts in out]

@@ -7,6 +7,7 @@ stays on top while the rows scroll.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 
 from rich.segment import Segment
@@ -21,6 +22,7 @@ from textual.strip import Strip
 from perfwatch.ui.format import COLUMNS, NARROW_HIDE, STATUS_CLASSES, Row
 
 SORT_KEYS = ("id", "state", "progress", "tp_now", "eval", "time")
+MINOR = frozenset({"progress", "tp_now", "tp_avg", "mfu", "time", "eta"})  # cells that move all the time
 _DESCENDING = frozenset({"progress", "tp_now", "eval", "time"})
 
 
@@ -53,6 +55,7 @@ class RunsTable(ScrollView, can_focus=True):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._rows: dict[str, Row] = {}
+        self._painted: dict[str, float] = {}  # run id -> when its row was last replaced
         self._order: list[str] = []
         self._index: dict[str, int] = {}
         self._filter = ""
@@ -70,22 +73,37 @@ class RunsTable(ScrollView, can_focus=True):
     def visible_ids(self) -> list[str]:
         return list(self._order)
 
-    def update_rows(self, rows: Iterable[Row]) -> None:
-        """Replace the given rows; repaint only their lines unless the order changed."""
-        changed = []
+    def update_rows(self, rows: Iterable[Row], now: float = 0.0, minor_every: float = 0.0) -> list[str]:
+        """Replace the given rows; repaint only their lines unless the order changed.
+
+        A row whose only changes are in the continuously moving cells (`MINOR`: rates, times,
+        progress) and that was painted less than `minor_every` seconds ago is left as it is:
+        its id is returned, for the caller to offer again later. State, eval and new rows
+        are shown at once."""
+        changed, later = [], []
         for row in rows:
             old = self._rows.get(row.run_id)
             if old is not None and old.cells == row.cells and old.status == row.status and old.sort == row.sort:
                 continue  # same text on screen: nothing to repaint
+            if (
+                old is not None
+                and old.status == row.status
+                and now - self._painted.get(row.run_id, -math.inf) < minor_every
+                and all(old.cells[k] == v for k, v in row.cells.items() if k not in MINOR)
+            ):
+                later.append(row.run_id)
+                continue
             self._rows[row.run_id] = row
+            self._painted[row.run_id] = now
             changed.append(row.run_id)
         if not changed:
-            return
+            return later
         if not self._reorder():
             for run_id in changed:
                 i = self._index.get(run_id)
                 if i is not None:
                     self.refresh_line(i + 1)
+        return later
 
     def set_filter(self, text: str) -> None:
         self._filter = text.strip().lower()
