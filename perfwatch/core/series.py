@@ -7,6 +7,7 @@ statistics over *every* value ever added are kept beside it.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections import deque
 from collections.abc import Sequence
@@ -34,16 +35,16 @@ class Series:
     point is dropped and the stride doubles, so it always spans the whole run evenly.
     """
 
-    __slots__ = ("capacity", "_hx", "_hy", "_rx", "_ry", "_stride", "_n", "_mean", "_m2", "_min", "_max", "_cache")
+    __slots__ = ("capacity", "_h", "_hx", "_r", "_stride", "_n", "_mean", "_m2", "_min", "_max", "_cache")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         if capacity < 8:
             raise ValueError("capacity must be >= 8")
         self.capacity = capacity
-        self._hx: list[float] = []
-        self._hy: list[float] = []
-        self._rx: deque[float] = deque(maxlen=capacity // 4)
-        self._ry: deque[float] = deque(maxlen=capacity // 4)
+        # points are stored as ready-made (x, y) tuples so a snapshot copies references, not numbers
+        self._h: list[tuple[float, float]] = []
+        self._hx: list[float] = []  # x of the history points, for bisect
+        self._r: deque[tuple[float, float]] = deque(maxlen=capacity // 4)
         self._stride = 1
         self._n = 0
         self._mean = 0.0
@@ -57,15 +58,10 @@ class Series:
 
     def append(self, x: float, y: float) -> None:
         self._cache = None
+        point = (x, y)
         if self._n % self._stride == 0:
-            self._hx.append(x)
-            self._hy.append(y)
-            if len(self._hx) >= self.capacity - self.capacity // 4:
-                del self._hx[1::2]
-                del self._hy[1::2]
-                self._stride *= 2
-        self._rx.append(x)
-        self._ry.append(y)
+            self._keep(point)
+        self._r.append(point)
         self._n += 1
         delta = y - self._mean
         self._mean += delta / self._n
@@ -93,18 +89,13 @@ class Series:
         # history: the indices n0..n0+k-1 that fall on the stride (the stride may double mid-way)
         i = (-n0) % self._stride
         while i < k:
-            self._hx.append(xs[i])
-            self._hy.append(ys[i])
-            if len(self._hx) >= self.capacity - self.capacity // 4:
-                del self._hx[1::2]
-                del self._hy[1::2]
-                self._stride *= 2
+            if self._keep((xs[i], ys[i])):
                 i += (-(n0 + i + 1)) % self._stride + 1
             else:
                 i += self._stride
-        tail = self._rx.maxlen or k
-        self._rx.extend(xs[max(k - tail, 0) : k])
-        self._ry.extend(ys[-tail:])
+        tail = self._r.maxlen or k
+        start = max(k - tail, 0)
+        self._r.extend(zip(xs[start:k], ys[start:], strict=True))
         # merge the batch's mean/M2 into the running ones (Chan et al.)
         bmean = math.fsum(ys) / k
         bm2 = math.fsum([(y - bmean) * (y - bmean) for y in ys])
@@ -119,25 +110,33 @@ class Series:
         if hi > self._max:
             self._max = hi
 
+    def _keep(self, point: tuple[float, float]) -> bool:
+        """Add a history point; True when that filled the history and it was thinned 2:1."""
+        self._h.append(point)
+        self._hx.append(point[0])
+        if len(self._h) >= self.capacity - self.capacity // 4:
+            del self._h[1::2]
+            del self._hx[1::2]
+            self._stride *= 2
+            return True
+        return False
+
     @property
     def last(self) -> tuple[float, float] | None:
-        if not self._rx:
-            return None
-        return self._rx[-1], self._ry[-1]
+        return self._r[-1] if self._r else None
 
     def recent(self) -> tuple[tuple[float, float], ...]:
         """The last points at full resolution, oldest first."""
-        return tuple(zip(self._rx, self._ry, strict=True))
+        return tuple(self._r)
 
     def points(self) -> tuple[tuple[float, float], ...]:
-        """The whole run: thinned history, then the recent points at full resolution."""
+        """The whole run: thinned history before the recent window, then the recent points."""
         if self._cache is not None:
             return self._cache
-        if not self._rx:
+        if not self._r:
             return ()
-        first_recent = self._rx[0]
-        older = [(x, y) for x, y in zip(self._hx, self._hy, strict=True) if x < first_recent]
-        self._cache = tuple(older) + self.recent()
+        k = bisect.bisect_left(self._hx, self._r[0][0])
+        self._cache = tuple(self._h[:k]) + tuple(self._r)
         return self._cache
 
     def stats(self) -> Stats:
