@@ -240,7 +240,7 @@ class RunBook:
         return tuple(tail) if tail else ()
 
 
-READ_CHUNK = 4 << 20
+READ_CHUNK = 1 << 20  # 1 MiB: as fast as 4 MiB here, and a lower RSS high-water mark
 
 
 def iter_line_batches(path: Path | str, chunk: int = READ_CHUNK) -> Iterator[list[bytes]]:
