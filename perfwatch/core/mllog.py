@@ -84,22 +84,39 @@ class LineParser:
         out: list[Event] = []
         append = out.append
         decode = _decoder.decode
-        base = self.lineno + 1
         noise = 0
-        for idx, line in enumerate(lines):
+        # fast path: no line index kept; every line so far was a record or noise
+        for line in lines:
             i = line.rfind(TOKEN)
             if i < 0:
                 noise += 1
                 continue
             try:
                 append(decode(line[i + 9 :]))
-            except Exception as exc:  # DecodeError, ValidationError, UnicodeDecodeError: never raise
+            except Exception:  # DecodeError, ValidationError, UnicodeDecodeError: never raise
+                break
+        else:
+            return self._done(out, noise, len(lines))
+        # a line failed: carry on from it with line numbers (bad lines are counted with theirs)
+        base = self.lineno + 1
+        for idx in range(len(out) + noise, len(lines)):
+            line = lines[idx]
+            i = line.rfind(TOKEN)
+            if i < 0:
+                noise += 1
+                continue
+            try:
+                append(decode(line[i + 9 :]))
+            except Exception as exc:
                 ev = self._salvage(line, i, base + idx, exc)
                 if ev is not None:
                     append(ev)
+        return self._done(out, noise, len(lines))
+
+    def _done(self, out: list[Event], noise: int, n: int) -> list[Event]:
         self.records += len(out)
         self.noise += noise
-        self.lineno += len(lines)
+        self.lineno += n
         return out
 
     def _salvage(self, line: bytes, i: int, lineno: int, exc: Exception) -> Event | None:
