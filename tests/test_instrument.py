@@ -39,9 +39,9 @@ def test_logger_writes_file_only_and_run_stop_once(tmp_path: Path, capfd: pytest
     assert keys[:2] == ["cache_clear", "init_start"]
     assert keys.count("run_stop") == 1
     stop = events[-1]
-    assert stop.key == "run_stop" and (stop.metadata or {})["status"] == "success"
+    assert stop.key == "run_stop" and (stop.md or {})["status"] == "success"
     acc = next(e for e in events if e.key == "eval_accuracy")
-    assert (acc.metadata or {}).get("epoch_num") == 1 and (acc.metadata or {}).get("samples_count") == 128
+    assert (acc.md or {}).get("epoch_num") == 1 and (acc.md or {}).get("samples_count") == 128
 
 
 def test_logger_env_path_and_non_zero_rank(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

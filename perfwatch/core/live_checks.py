@@ -147,7 +147,7 @@ def init_budget_minutes(ruleset: str, division: str) -> int | None:
 
 
 def _v(ev: Event) -> dict[str, Any]:
-    return {"value": ev.value, "metadata": ev.metadata}
+    return {"value": ev.value, "metadata": ev.md}
 
 
 _EVAL_GLOBALS = {"math": math, "is_integer": lambda x: abs(round(x) - x) < 0.00001}
@@ -344,7 +344,7 @@ class LiveChecker:
             self.version += 1  # end-of-run rules are judged from now on
             if not s["run_started"]:
                 self._add("error", "order", "run_stop without a run_start before it", t)
-            md = ev.metadata
+            md = ev.md
             if not isinstance(md, dict) or "status" not in md:
                 self._add("error", "run_stop_status", "run_stop has no status in its metadata", t)
             s["run_stopped"] = True

@@ -211,7 +211,7 @@ class Run:
         self.phase = "stopped"
 
     def _progress(self, ev: Event) -> None:
-        md = ev.metadata
+        md = ev.md
         if not md:
             return
         sc = _num(md.get("samples_count"))
@@ -336,7 +336,7 @@ class Run:
         for ev in reversed(events):
             if type(ev.value) is dict:
                 self.tracked = ev.value
-                md = ev.metadata
+                md = ev.md
                 if md:
                     sc = _num(md.get("samples_count"))
                     if sc is not None:
