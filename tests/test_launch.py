@@ -7,28 +7,14 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
-import pytest
-from test_launch_helpers import FAKE, group_members, kill_groups, run_pgids, scheduler, wait_for
+from test_launch_helpers import FAKE, group_members, run_pgids, scheduler, wait_for
 
 from perfwatch.core import launch
 from perfwatch.core.control import RunState
 from perfwatch.core.scheduler import Scheduler
-
-
-@pytest.fixture
-def owned() -> Iterator[list[Scheduler]]:
-    """Schedulers made by a test; every process group they started is SIGKILLed afterwards."""
-    made: list[Scheduler] = []
-    try:
-        yield made
-    finally:
-        for s in made:
-            kill_groups(run_pgids(s))
-            s.close(stop_runs=False)
 
 
 def states(s: Scheduler) -> dict[str, RunState]:

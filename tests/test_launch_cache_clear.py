@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -12,8 +11,6 @@ from test_launch_helpers import (
     ROOT,
     campaign_file,
     group_members,
-    kill_groups,
-    run_pgids,
     scheduler,
     wait_for,
 )
@@ -25,15 +22,6 @@ from perfwatch.core.scheduler import Scheduler
 CLEAR = "tests/workloads_fake/clear_cache.py"
 
 
-@pytest.fixture
-def owned() -> Iterator[list[Scheduler]]:
-    made: list[Scheduler] = []
-    try:
-        yield made
-    finally:
-        for s in made:
-            kill_groups(run_pgids(s))
-            s.close(stop_runs=False)
 
 
 def marks(path: Path) -> list[dict]:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -13,7 +12,6 @@ from test_launch_helpers import (
     campaign_file,
     group_members,
     kill_groups,
-    run_pgids,
     scheduler,
     wait_for,
 )
@@ -21,17 +19,6 @@ from test_launch_helpers import (
 from perfwatch.cli import main
 from perfwatch.core.control import RunState
 from perfwatch.core.scheduler import Scheduler
-
-
-@pytest.fixture
-def owned() -> Iterator[list[Scheduler]]:
-    made: list[Scheduler] = []
-    try:
-        yield made
-    finally:
-        for s in made:
-            kill_groups(run_pgids(s))
-            s.close(stop_runs=False)
 
 
 def test_max_parallel_queue_start_now_and_cancel(tmp_path: Path, owned: list[Scheduler]) -> None:
