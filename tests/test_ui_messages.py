@@ -52,3 +52,13 @@ async def test_a_burst_of_batches_from_another_thread_all_arrive(tmp_path):
         t.join()
         await until(pilot, lambda: "ep 500" in screen_text(app), "the last of 500 batches")
         assert app.book.get("result_0").view().key_counts["eval_accuracy"] == 500
+
+
+def test_short_durations_keep_tenths_of_a_second() -> None:
+    from perfwatch.ui.format import fmt_duration
+
+    assert fmt_duration(840) == "0.8s"
+    assert fmt_duration(9_949) == "9.9s"
+    assert fmt_duration(65_000) == "1:05"
+    assert fmt_duration(3_725_000) == "1:02:05"
+    assert fmt_duration(None) == "–"

@@ -48,6 +48,8 @@ class Row:
 def fmt_duration(ms: float | None) -> str:
     if ms is None or not math.isfinite(ms):
         return "–"
+    if ms < 10_000:  # short CPU runs: "0:00" would hide the difference between 0.3 s and 9 s
+        return f"{ms / 1000:.1f}s"
     s = int(ms // 1000)
     h, rem = divmod(s, 3600)
     m, s = divmod(rem, 60)
