@@ -62,3 +62,26 @@ def test_short_durations_keep_tenths_of_a_second() -> None:
     assert fmt_duration(65_000) == "1:05"
     assert fmt_duration(3_725_000) == "1:02:05"
     assert fmt_duration(None) == "–"
+
+
+def test_cpu_run_mfu_uses_the_measured_host_peak(tmp_path, monkeypatch) -> None:
+    """A CPU run's MFU cell is computed against the matmul peak measured earlier for its thread count."""
+    from perfwatch.core import flops
+    from perfwatch.core.mllog import Event
+    from perfwatch.core.run import Run
+    from perfwatch.ui import format as fmt
+
+    monkeypatch.setattr(flops, "cache_dir", lambda: tmp_path)
+    fmt._cpu_peak.cache_clear()
+    run = Run("cpu.r0")
+    run.apply([
+        Event(0.0, "perfwatch_device", "cpu"), Event(0.0, "perfwatch_threads", 2),
+        Event(0.0, "perfwatch_flops_per_sample", 1e9), Event(0.0, "run_start"),
+        *[Event(1000.0 * i, "tracked_stats", {"throughput": 100.0}, metadata={"step": i}) for i in range(1, 6)],
+    ])
+    assert fmt.mfu_for(run.view(), None, None) is None  # never measured here: unknown, not guessed
+    flops.cpu_peak("fp32", threads=2, measure=lambda dt, th: 2e11)
+    fmt._cpu_peak.cache_clear()
+    value = fmt.mfu_for(run.view(), None, None)
+    assert value is not None and abs(value - 0.5) < 1e-9  # 100 samples/s x 1 GFLOP / 200 GFLOP/s
+    fmt._cpu_peak.cache_clear()

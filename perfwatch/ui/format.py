@@ -6,6 +6,7 @@ status class whose colour the theme provides.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -131,9 +132,29 @@ def eval_cell(view: RunView) -> str:
     return f"{last}/{fmt_value(view.target.value)}{mark}"
 
 
+@functools.lru_cache(maxsize=16)
+def _cpu_peak(precision: str | None, threads: int | None) -> Any:
+    """The cached CPU peak, read once per (precision, threads) for the app's lifetime."""
+    from perfwatch.core.flops import cached_cpu_peak, normalize_dtype
+
+    return cached_cpu_peak(normalize_dtype(precision), threads=threads)
+
+
 def mfu_for(view: RunView | None, proc: Any | None, snapshot: Any | None) -> float | None:
-    """MFU (0..1) of a run on the GPU telemetry sees for it; None when unknown (CPU runs, no FLOP count)."""
-    if view is None or not view.flops_per_sample or snapshot is None or snapshot.gpu is None:
+    """MFU (0..1) against the run's GPU peak, or for a CPU run this host's measured matmul peak if one
+    was measured before (the live view never measures: it would steal the runs' cores); None if unknown."""
+    if view is None or not view.flops_per_sample:
+        return None
+    device = view.params.get("perfwatch_device")
+    if isinstance(device, str) and device.startswith("cpu"):
+        threads = view.params.get("perfwatch_threads")
+        peak = _cpu_peak(view.precision, threads if isinstance(threads, int) and threads > 0 else None)
+        if peak is None:
+            return None
+        from perfwatch.core.metrics import mfu as cpu_mfu
+
+        return cpu_mfu(view, peak, None).value
+    if snapshot is None or snapshot.gpu is None:
         return None
     gpus = snapshot.gpu.gpus
     if not gpus:
