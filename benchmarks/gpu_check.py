@@ -13,11 +13,11 @@ import sys
 import threading
 import time
 
-from perfwatch.core.flops import DTYPES, cpu_peak, identify_gpu, peak_for_sample
-from perfwatch.core.metrics import mfu_from_rate
-from perfwatch.core.telemetry import GPU_FIELDS, GpuSample
-from perfwatch.core.telemetry_host import HostSampler
-from perfwatch.core.telemetry_nvml import NvmlSampler
+from perfwatch.core.measure.peaks import DTYPES, cpu_peak, identify_gpu, peak_for_sample
+from perfwatch.core.measure.throughput import mfu_from_rate
+from perfwatch.core.telemetry.host import HostSampler
+from perfwatch.core.telemetry.nvml import NvmlSampler
+from perfwatch.core.telemetry.sampling import GPU_FIELDS, GpuSample
 
 GIB = 1024**3
 

@@ -83,8 +83,8 @@ def generate(path: Path, lines: int, seed: int = 0) -> None:
 
 
 def perfwatch_ingest(path: Path, times: int = 1) -> tuple[float, int]:
-    from perfwatch.core.run import Run
-    from perfwatch.core.runbook import iter_line_batches
+    from perfwatch.core.model.book import iter_line_batches
+    from perfwatch.core.model.run import Run
 
     run = Run("bench", str(path))
     t0 = time.perf_counter()
@@ -143,7 +143,8 @@ def p5() -> tuple[float, float, float, bool]:
     """Best-of-N seconds: the official summarizer (in-process), `perfwatch report` as a process, in-process."""
     from mlperf_logging.result_summarizer import result_summarizer as rs
 
-    from perfwatch.core import report, runbook
+    from perfwatch.core.model import book as runbook
+    from perfwatch.core.results import summary as report
 
     folders = [p.parent for p in LOGS.rglob("result_0.txt")]
 
@@ -173,7 +174,7 @@ def p5() -> tuple[float, float, float, bool]:
     # perfwatch in a process of its own (this one imported pandas for the summarizer, and a bigger
     # heap makes every GC pass slower): warm up once, then best of 10
     code = (
-        "import time\nfrom perfwatch.core import report, runbook\n"
+        "import time\nfrom perfwatch.core.model import book as runbook\nfrom perfwatch.core.results import summary as report\n"
         f"report.build(runbook.load({str(LOGS)!r}))\nts = []\n"
         "for _ in range(10):\n    t0 = time.perf_counter()\n"
         f"    report.build(runbook.load({str(LOGS)!r}))\n    ts.append(time.perf_counter() - t0)\n"

@@ -31,9 +31,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfwatch.core.run import Run  # noqa: E402
-from perfwatch.core.tail import LineBatch  # noqa: E402
-from perfwatch.core.watch import LogWatcher  # noqa: E402
+from perfwatch.core.ingest.tail import LineBatch  # noqa: E402
+from perfwatch.core.ingest.watch import LogWatcher  # noqa: E402
+from perfwatch.core.model.run import Run  # noqa: E402
 
 STEP = re.compile(rb'"step": (\d+)')
 HEADER = [

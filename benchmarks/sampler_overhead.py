@@ -20,7 +20,7 @@ from pathlib import Path
 
 import psutil
 
-from perfwatch.core.telemetry import RunResources, TelemetryThread, default_sampler, read_telemetry
+from perfwatch.core.telemetry.sampling import RunResources, TelemetryThread, default_sampler, read_telemetry
 
 
 def thread_cpu(native_id: int) -> float:

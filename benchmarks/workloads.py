@@ -31,7 +31,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from perfwatch.core.run import Run  # noqa: E402
+from perfwatch.core.model.run import Run  # noqa: E402
 from perfwatch.instrument import MLPerfLogger, ThroughputMeter, harness, hparams, runtime  # noqa: E402
 from perfwatch.instrument.flops import flops_per_sample  # noqa: E402
 

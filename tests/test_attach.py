@@ -14,10 +14,10 @@ import psutil
 import pytest
 from test_launch_helpers import FAKE, ROOT, campaign_file, group_members, kill_groups, wait_for
 
-from perfwatch.core.control import ClientController, RunState
-from perfwatch.core.launch import same_process
-from perfwatch.core.scheduler import Scheduler
-from perfwatch.core.session import attach_session
+from perfwatch.core.control.controller import ClientController, RunState
+from perfwatch.core.control.process import same_process
+from perfwatch.core.control.scheduler import Scheduler
+from perfwatch.core.engine import attach_session
 
 
 def registry(logdir: Path) -> dict:

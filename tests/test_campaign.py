@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from perfwatch.cli import main
-from perfwatch.core.campaign import CampaignError, load_campaign
-from perfwatch.core.campaign_yaml import parse_duration
+from perfwatch.core.control.campaign import CampaignError, load_campaign
+from perfwatch.core.control.yaml_nodes import parse_duration
 
 FAKE = "tests/workloads_fake/fake.py"
 ROOT = Path(__file__).resolve().parents[1]

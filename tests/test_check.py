@@ -11,7 +11,7 @@ import pytest
 from test_check_breakers import BASES, BREAKERS, DATA, write_broken
 
 from perfwatch.cli import main
-from perfwatch.core.compliance import check_file, find_logs
+from perfwatch.core.mlperf.checker import check_file, find_logs
 
 OFFICIAL_FAILS = {"v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_1.txt"}
 
@@ -113,9 +113,9 @@ def test_a_log_cannot_make_the_checker_run_planted_rules(tmp_path: Path) -> None
     """The checker builds `training_X/{division}_common.yaml` from the log and executes its code."""
     import os
 
-    from perfwatch.core.live_checks import LiveChecker
-    from perfwatch.core.mllog import parse_path
-    from perfwatch.core.targets import RULES_DIR
+    from perfwatch.core.ingest.mllog import parse_path
+    from perfwatch.core.mlperf.live_checks import LiveChecker
+    from perfwatch.core.mlperf.targets import RULES_DIR
 
     marker = tmp_path / "pwned"
     (tmp_path / "evil_common.yaml").write_text(f"- BEGIN:\n    CODE: \" open({str(marker)!r}, 'w') \"\n")

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from perfwatch.cli import main
-from perfwatch.core import runbook
-from perfwatch.core.compare import baseline_grid, compare, mila_run_report, render_grid
+from perfwatch.core.model import book as runbook
+from perfwatch.core.results.comparison import baseline_grid, compare, mila_run_report, render_grid
 
 DATA = Path(__file__).parent / "data" / "mlperf-logs"
 MOSAIC = DATA / "v2.1/MosaicML/results"
@@ -84,7 +84,7 @@ def test_baseline_grid_normalizes_and_takes_geometric_mean() -> None:
 
 
 def test_grid_on_real_report_rows() -> None:
-    from perfwatch.core import report
+    from perfwatch.core.results import summary as report
 
     rep = report.build(runbook.load(MOSAIC))
     text = render_grid(baseline_grid(rep.benchmarks, "8xA100_80GB-baseline"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from perfwatch.core.flops import (
+from perfwatch.core.measure.peaks import (
     DTYPES,
     GPU_MODELS,
     cpu_peak,
@@ -20,7 +20,7 @@ from perfwatch.core.flops import (
     peak_for_sample,
     peak_override,
 )
-from perfwatch.core.telemetry_fake import FakeGpu, FakeSampler
+from perfwatch.core.telemetry.fake import FakeGpu, FakeSampler
 
 MIB = 1024**2
 
@@ -169,7 +169,7 @@ def test_real_cpu_matmul_measurement_is_positive() -> None:
 
 def test_cached_cpu_peak_never_measures(tmp_path) -> None:
     """The live view only reads a peak measured earlier: it must not steal the runs' cores."""
-    from perfwatch.core.flops import cached_cpu_peak, cpu_peak
+    from perfwatch.core.measure.peaks import cached_cpu_peak, cpu_peak
 
     assert cached_cpu_peak("fp32", threads=3, cache=tmp_path) is None
     measured = cpu_peak("fp32", threads=3, cache=tmp_path, measure=lambda dt, th: 1.5e11)

@@ -13,7 +13,7 @@ import torch
 import yaml
 from torch import nn
 
-from perfwatch.core.mllog import parse_path
+from perfwatch.core.ingest.mllog import parse_path
 from perfwatch.instrument import MLPerfLogger, ThroughputMeter, compliance, flops_per_sample, hparams
 
 ROOT = Path(__file__).resolve().parents[1]

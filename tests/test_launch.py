@@ -12,9 +12,9 @@ from pathlib import Path
 import psutil
 from test_launch_helpers import FAKE, group_members, run_pgids, scheduler, wait_for
 
-from perfwatch.core import launch
-from perfwatch.core.control import RunState
-from perfwatch.core.scheduler import Scheduler
+from perfwatch.core.control import process as launch
+from perfwatch.core.control.controller import RunState
+from perfwatch.core.control.scheduler import Scheduler
 
 
 def states(s: Scheduler) -> dict[str, RunState]:

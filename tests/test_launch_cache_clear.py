@@ -16,8 +16,8 @@ from test_launch_helpers import (
 )
 
 from perfwatch.cli import main
-from perfwatch.core.control import RunState
-from perfwatch.core.scheduler import Scheduler
+from perfwatch.core.control.controller import RunState
+from perfwatch.core.control.scheduler import Scheduler
 
 CLEAR = "tests/workloads_fake/clear_cache.py"
 

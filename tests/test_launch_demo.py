@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from test_launch_helpers import ROOT, group_members, kill_groups
 
-from perfwatch.core.campaign import load_campaign
+from perfwatch.core.control.campaign import load_campaign
 
 
 def test_shipped_campaigns_validate() -> None:

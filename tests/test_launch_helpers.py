@@ -12,8 +12,8 @@ from pathlib import Path
 
 import psutil
 
-from perfwatch.core.campaign import load_campaign
-from perfwatch.core.scheduler import Scheduler
+from perfwatch.core.control.campaign import load_campaign
+from perfwatch.core.control.scheduler import Scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
 FAKE = "tests/workloads_fake/fake.py"

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 from test_check_breakers import BASES, BREAKERS, DATA, relaunch_reused_file, write_broken
 
-from perfwatch.core.compliance import check_file, find_logs
-from perfwatch.core.live_checks import LiveChecker, check_events, init_budget_minutes
-from perfwatch.core.mllog import Event, parse_path
+from perfwatch.core.ingest.mllog import Event, parse_path
+from perfwatch.core.mlperf.checker import check_file, find_logs
+from perfwatch.core.mlperf.live_checks import LiveChecker, check_events, init_budget_minutes
 
 
 def live(path: Path, ruleset: str) -> LiveChecker:
@@ -63,7 +63,7 @@ def test_findings_appear_while_the_run_is_going() -> None:
 
 
 def parse_path_lines(lines: list[str]) -> tuple[list[Event], int]:
-    from perfwatch.core.mllog import LineParser
+    from perfwatch.core.ingest.mllog import LineParser
     parser = LineParser()
     return parser.feed([ln.encode("latin-1") for ln in lines]), parser.bad_count
 

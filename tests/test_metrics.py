@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from perfwatch.core.flops import PeakFlops
-from perfwatch.core.metrics import (
+from perfwatch.core.ingest.mllog import Event
+from perfwatch.core.measure.peaks import PeakFlops
+from perfwatch.core.measure.throughput import (
     SpeedWindow,
     mfu,
     mfu_from_rate,
@@ -20,8 +21,7 @@ from perfwatch.core.metrics import (
     warmup_stats,
     window_rate,
 )
-from perfwatch.core.mllog import Event
-from perfwatch.core.run import Run, RunView
+from perfwatch.core.model.run import Run, RunView
 
 
 def make_view(

@@ -8,7 +8,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from perfwatch.core.mllog import Event, LineParser, dumps, parse_path
+from perfwatch.core.ingest.mllog import Event, LineParser, dumps, parse_path
 
 REAL = b':::MLLOG {"namespace": "", "time_ms": 1665709241779, "event_type": "POINT_IN_TIME", "key": "seed", "value": 4361, "metadata": {"file": "x.py", "lineno": 243}}'
 

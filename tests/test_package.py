@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from perfwatch.cli import main
-from perfwatch.core.package import PackageError, package, safe_component
-from perfwatch.core.sysinfo import required_fields
+from perfwatch.core.mlperf.system import required_fields
+from perfwatch.core.results.submission import PackageError, package, safe_component
 
 DATA = Path(__file__).parent / "data" / "mlperf-logs"
 METHODS = DATA / "v2.1/MosaicML/results/8xA100_80GB-methods"
@@ -187,7 +187,7 @@ def test_package_a_real_workload_run(tmp_path: Path) -> None:
     cc = official([*argv, str(out / placed.dest)], tmp_path)
     assert check.passed == (cc.returncode == 0)
     assert check.passed, check.messages  # perfwatch's workloads log what MLPerf's common rules ask for
-    from perfwatch.core.live_checks import check_events
-    from perfwatch.core.mllog import parse_path
+    from perfwatch.core.ingest.mllog import parse_path
+    from perfwatch.core.mlperf.live_checks import check_events
 
     assert check_events(parse_path(str(run / "mllog.txt"))[0]).passed is True

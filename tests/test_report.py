@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from perfwatch.cli import main
-from perfwatch.core import report, runbook
+from perfwatch.core.model import book as runbook
+from perfwatch.core.results import summary as report
 
 
 def _report_json(capsys, *argv: str) -> dict:

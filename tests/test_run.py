@@ -5,10 +5,10 @@ from __future__ import annotations
 import tracemalloc
 from pathlib import Path
 
-from perfwatch.core.mllog import Event
-from perfwatch.core.run import Run
-from perfwatch.core.series import Series
-from perfwatch.core.targets import Target
+from perfwatch.core.ingest.mllog import Event
+from perfwatch.core.mlperf.targets import Target
+from perfwatch.core.model.run import Run
+from perfwatch.core.model.series import Series
 
 
 def ev(t: float, key: str, value=None, **md) -> Event:

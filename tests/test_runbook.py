@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from perfwatch.core.runbook import RunBook, discover, load
+from perfwatch.core.model.book import RunBook, discover, load
 
 REC = ':::MLLOG {{"namespace": "", "time_ms": {t}, "event_type": "POINT_IN_TIME", "key": "{k}", "value": {v}, "metadata": {{}}}}\n'
 

@@ -17,8 +17,8 @@ from test_launch_helpers import (
 )
 
 from perfwatch.cli import main
-from perfwatch.core.control import RunState
-from perfwatch.core.scheduler import Scheduler
+from perfwatch.core.control.controller import RunState
+from perfwatch.core.control.scheduler import Scheduler
 
 
 def test_max_parallel_queue_start_now_and_cancel(tmp_path: Path, owned: list[Scheduler]) -> None:
@@ -112,7 +112,7 @@ def test_headless_exit_status_is_1_when_a_run_fails(
 
 def test_owner_records_each_runs_telemetry(tmp_path: Path, owned: list[Scheduler]) -> None:
     """The campaign owner appends the run's process-tree CPU/RSS (and GPUs, N/A here) to telemetry.jsonl."""
-    from perfwatch.core.telemetry_jsonl import read_telemetry
+    from perfwatch.core.telemetry.jsonl import read_telemetry
 
     s = scheduler(tmp_path, f"""
         jobs:

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from perfwatch.core.mllog import LineParser
-from perfwatch.core.tail import FileTail, LineBatch
+from perfwatch.core.ingest.mllog import LineParser
+from perfwatch.core.ingest.tail import FileTail, LineBatch
 
 
 def append(path: Path, data: bytes) -> None:

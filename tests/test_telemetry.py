@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from perfwatch.core.telemetry import GPU_FIELDS, GpuSample
-from perfwatch.core.telemetry_fake import FIELD_FUNCTIONS, FakeGpu, FakeSampler
-from perfwatch.core.telemetry_nvml import NvmlSampler, decode_throttle
+from perfwatch.core.telemetry.fake import FIELD_FUNCTIONS, FakeGpu, FakeSampler
+from perfwatch.core.telemetry.nvml import NvmlSampler, decode_throttle
+from perfwatch.core.telemetry.sampling import GPU_FIELDS, GpuSample
 
 GIB = 1024**3
 

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import psutil
 import pytest
 
-from perfwatch.core.telemetry_host import HostSampler
+from perfwatch.core.telemetry.host import HostSampler
 
 # a parent that starts a child and both wait; killed by the fixture
 TREE = (
@@ -96,7 +96,7 @@ def test_unknown_pids_are_not_an_error() -> None:
 
 
 def test_process_tree_without_proc_children_files(tree: tuple[int, int], monkeypatch: pytest.MonkeyPatch) -> None:
-    from perfwatch.core import telemetry_host
+    from perfwatch.core.telemetry import host as telemetry_host
 
     monkeypatch.setattr(telemetry_host, "_PROC_CHILDREN", False)  # the portable scan of every process
     parent, child = tree

@@ -10,7 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from perfwatch.core.telemetry import (
+from perfwatch.core.telemetry.fake import FakeGpu, FakeSampler
+from perfwatch.core.telemetry.host import HostSampler
+from perfwatch.core.telemetry.sampling import (
     MultiSampler,
     RunResources,
     Snapshot,
@@ -19,8 +21,6 @@ from perfwatch.core.telemetry import (
     resources_from_procs,
     summarize_telemetry,
 )
-from perfwatch.core.telemetry_fake import FakeGpu, FakeSampler
-from perfwatch.core.telemetry_host import HostSampler
 
 GIB = 1024**3
 ME = os.getpid()

@@ -162,8 +162,8 @@ def test_bundled_logs_are_untouched(mlperf_logs):
 
 
 async def test_mfu_from_logged_flops_and_the_gpu_telemetry_sees(tmp_path):
-    from perfwatch.core.flops import peak_for_sample
-    from perfwatch.core.telemetry_fake import FakeSampler
+    from perfwatch.core.measure.peaks import peak_for_sample
+    from perfwatch.core.telemetry.fake import FakeSampler
 
     (tmp_path / "result_0.txt").write_text(
         mllog("perfwatch_flops_per_sample", 2.0e10, 0) + mllog("perfwatch_precision", "bf16", 0)

@@ -9,8 +9,8 @@ import psutil
 import pytest
 from ui_helpers import WORKLOAD, screen_text, table, until
 
-from perfwatch.core.campaign import load_campaign
-from perfwatch.core.session import launch_session
+from perfwatch.core.control.campaign import load_campaign
+from perfwatch.core.engine import launch_session
 from perfwatch.ui.app import PerfwatchApp
 from perfwatch.ui.screens.dialogs import ConfirmScreen, QuitScreen
 

@@ -6,7 +6,7 @@ import threading
 
 from ui_helpers import attach_app, mllog, screen_text, table, until
 
-from perfwatch.core.tail import LineBatch
+from perfwatch.core.ingest.tail import LineBatch
 from perfwatch.ui.messages import Inbox, LinesReady, TelemetryReady
 
 
@@ -66,9 +66,9 @@ def test_short_durations_keep_tenths_of_a_second() -> None:
 
 def test_cpu_run_mfu_uses_the_measured_host_peak(tmp_path, monkeypatch) -> None:
     """A CPU run's MFU cell is computed against the matmul peak measured earlier for its thread count."""
-    from perfwatch.core import flops
-    from perfwatch.core.mllog import Event
-    from perfwatch.core.run import Run
+    from perfwatch.core.ingest.mllog import Event
+    from perfwatch.core.measure import peaks as flops
+    from perfwatch.core.model.run import Run
     from perfwatch.ui import format as fmt
 
     monkeypatch.setattr(flops, "cache_dir", lambda: tmp_path)

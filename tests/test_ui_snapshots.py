@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from ui_helpers import attach_app, table, until
 
-from perfwatch.core.telemetry_fake import FakeSampler
+from perfwatch.core.telemetry.fake import FakeSampler
 
 
 @pytest.fixture(autouse=True)

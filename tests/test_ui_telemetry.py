@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from ui_helpers import attach_app, mllog, screen_text, table, until
 
-from perfwatch.core.telemetry_fake import FakeSampler
-from perfwatch.core.telemetry_jsonl import append_record
+from perfwatch.core.telemetry.fake import FakeSampler
+from perfwatch.core.telemetry.jsonl import append_record
 from perfwatch.ui.widgets.run_telemetry import NONE_TEXT, RunTelemetry
 
 

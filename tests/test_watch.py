@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from perfwatch.core import watch as watch_mod
-from perfwatch.core.tail import LineBatch
-from perfwatch.core.watch import LogWatcher, is_candidate
+from perfwatch.core.ingest import watch as watch_mod
+from perfwatch.core.ingest.tail import LineBatch
+from perfwatch.core.ingest.watch import LogWatcher, is_candidate
 from tests.test_tail import run_r2
 
 MODES = [pytest.param(False, id="inotify"), pytest.param(True, id="poll")]

@@ -19,8 +19,8 @@ from types import ModuleType
 import pytest
 import torch
 
-from perfwatch.core.mllog import parse_path
-from perfwatch.core.run import Run, RunView
+from perfwatch.core.ingest.mllog import parse_path
+from perfwatch.core.model.run import Run, RunView
 from perfwatch.instrument import compliance, harness, hparams
 
 ROOT = Path(__file__).resolve().parents[1]

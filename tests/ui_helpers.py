@@ -7,7 +7,7 @@ import textwrap
 from collections.abc import Callable
 from pathlib import Path
 
-from perfwatch.core.session import attach_session
+from perfwatch.core.engine import attach_session
 from perfwatch.ui.app import PerfwatchApp
 from perfwatch.ui.widgets.runs_table import RunsTable
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from perfwatch.commands.launch import open_ui
-from perfwatch.core.session import attach_session
+from perfwatch.core.engine import attach_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:

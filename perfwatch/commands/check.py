@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from perfwatch.core.compliance import CheckResult, check_tree
-from perfwatch.core.targets import training_rulesets
+from perfwatch.core.mlperf.checker import CheckResult, check_tree
+from perfwatch.core.mlperf.targets import training_rulesets
 
 MAX_MESSAGE_LINES = 12
 

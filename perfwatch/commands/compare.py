@@ -7,8 +7,8 @@ import json
 import sys
 from pathlib import Path
 
-from perfwatch.core import runbook
-from perfwatch.core.compare import compare, render_comparisons
+from perfwatch.core.model import book as runbook
+from perfwatch.core.results.comparison import compare, render_comparisons
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -8,8 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from perfwatch.core.campaign import Campaign, CampaignError, load_campaign
-from perfwatch.core.session import Session, expand_logdir, launch_session
+from perfwatch.core.control.campaign import Campaign, CampaignError, load_campaign
+from perfwatch.core.engine import Session, expand_logdir, launch_session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -70,7 +70,7 @@ def open_ui(session: Session, args: argparse.Namespace, *, stop_on_interrupt: bo
             pass
         else:
             return int(run_tui(session, theme=args.theme))
-    from perfwatch.core.headless import run_headless
+    from perfwatch.text.headless import run_headless
 
     return run_headless(session, sys.stdout, stop_on_interrupt=stop_on_interrupt, once=getattr(args, "once", False))
 

@@ -6,8 +6,8 @@ import argparse
 import json
 import sys
 
-from perfwatch.core.package import DIVISIONS, STATUSES, PackageError, PackageResult, package
-from perfwatch.core.targets import training_rulesets
+from perfwatch.core.mlperf.targets import training_rulesets
+from perfwatch.core.results.submission import DIVISIONS, STATUSES, PackageError, PackageResult, package
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -6,8 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from perfwatch.core import report as report_mod
-from perfwatch.core import runbook
+from perfwatch.core.model import book as runbook
+from perfwatch.core.results import summary as report_mod
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> int:
     rep = report_mod.build(book, extra=report_mod.metrics_columns(measure_cpu_peak=not args.no_cpu_peak))
     grid = None
     if args.baseline:
-        from perfwatch.core.compare import baseline_grid, render_grid
+        from perfwatch.core.results.comparison import baseline_grid, render_grid
 
         grid = baseline_grid(rep.benchmarks, args.baseline)
         if "error" in grid:
@@ -74,8 +74,8 @@ def run(args: argparse.Namespace) -> int:
 def _write_mila(book: runbook.RunBook, out: Path) -> None:
     import json
 
-    from perfwatch.core.compare import mila_run_report
-    from perfwatch.core.package import safe_component
+    from perfwatch.core.results.comparison import mila_run_report
+    from perfwatch.core.results.submission import safe_component
 
     out.mkdir(parents=True, exist_ok=True)
     for view in book.views():

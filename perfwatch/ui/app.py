@@ -19,7 +19,7 @@ from textual.binding import Binding
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Footer, Input, Static
 
-from perfwatch.core.run import RunView
+from perfwatch.core.model.run import RunView
 from perfwatch.ui import themes
 from perfwatch.ui.format import header_text, make_row, mfu_for, status_of
 from perfwatch.ui.messages import Inbox, LinesReady, TelemetryReady
@@ -123,7 +123,7 @@ class PerfwatchApp(App[int]):
         if self.sampler is None:
             self.query_one(DevicePanel).display = False
         else:
-            from perfwatch.core.telemetry import TelemetryThread
+            from perfwatch.core.telemetry.sampling import TelemetryThread
 
             self._telemetry = TelemetryThread(self.sampler, interval=self.sampler_interval, sink=self._on_sample)
             self._telemetry.start()
@@ -135,7 +135,7 @@ class PerfwatchApp(App[int]):
     def _start_watcher(self) -> None:
         factory = self._watcher_factory
         if factory is None:
-            from perfwatch.core.watch import LogWatcher
+            from perfwatch.core.ingest.watch import LogWatcher
 
             factory = LogWatcher
         kwargs: dict[str, Any] = {"poll": self.session.poll}

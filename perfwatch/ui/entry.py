@@ -10,7 +10,7 @@ def run_tui(session: Any, *, theme: str | None = None, sampler_interval: float =
 
     On quit the controller (if any) is closed, stopping the runs only when the user asked to.
     """
-    from perfwatch.core.telemetry import default_sampler
+    from perfwatch.core.telemetry.sampling import default_sampler
     from perfwatch.ui.app import PerfwatchApp
 
     app = PerfwatchApp(session, theme=theme, sampler=default_sampler(), sampler_interval=sampler_interval)

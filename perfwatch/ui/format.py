@@ -13,7 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from perfwatch.core.run import RunView
+from perfwatch.core.model.run import RunView
 
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     # (key, title, width); "id" takes the remaining width
@@ -135,7 +135,7 @@ def eval_cell(view: RunView) -> str:
 @functools.lru_cache(maxsize=16)
 def _cpu_peak(precision: str | None, threads: int | None) -> Any:
     """The cached CPU peak, read once per (precision, threads) for the app's lifetime."""
-    from perfwatch.core.flops import cached_cpu_peak, normalize_dtype
+    from perfwatch.core.measure.peaks import cached_cpu_peak, normalize_dtype
 
     return cached_cpu_peak(normalize_dtype(precision), threads=threads)
 
@@ -151,7 +151,7 @@ def mfu_for(view: RunView | None, proc: Any | None, snapshot: Any | None) -> flo
         peak = _cpu_peak(view.precision, threads if isinstance(threads, int) and threads > 0 else None)
         if peak is None:
             return None
-        from perfwatch.core.metrics import mfu as cpu_mfu
+        from perfwatch.core.measure.throughput import mfu as cpu_mfu
 
         return cpu_mfu(view, peak, None).value
     if snapshot is None or snapshot.gpu is None:
@@ -159,8 +159,8 @@ def mfu_for(view: RunView | None, proc: Any | None, snapshot: Any | None) -> flo
     gpus = snapshot.gpu.gpus
     if not gpus:
         return None
-    from perfwatch.core.flops import normalize_dtype, peak_for_sample
-    from perfwatch.core.metrics import mfu
+    from perfwatch.core.measure.peaks import normalize_dtype, peak_for_sample
+    from perfwatch.core.measure.throughput import mfu
 
     devices = tuple(getattr(proc, "devices", ()) or ())
     gpu = next((g for g in gpus if devices and g.index == devices[0]), gpus[0])

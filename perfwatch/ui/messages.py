@@ -43,7 +43,7 @@ class LinesReady(Message):
 
 
 class TelemetryReady(Message):
-    """A telemetry snapshot (`perfwatch.core.telemetry_types.Snapshot`); a newer one replaces an older."""
+    """A telemetry snapshot (`perfwatch.core.telemetry.types.Snapshot`); a newer one replaces an older."""
 
     def __init__(self, snapshot: Any) -> None:
         super().__init__()

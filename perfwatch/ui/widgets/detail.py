@@ -13,7 +13,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
-from perfwatch.core.run import RunView
+from perfwatch.core.model.run import RunView
 from perfwatch.ui.format import fmt_duration, fmt_rate, fmt_value, status_of
 from perfwatch.ui.widgets.plot import Plot
 from perfwatch.ui.widgets.run_telemetry import RunTelemetry

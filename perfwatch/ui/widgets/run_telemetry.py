@@ -1,7 +1,7 @@
 """The selected run's own telemetry (process-tree CPU and RSS, its GPUs) as one-line sparklines.
 
 The campaign owner appends one record a second to LOGDIR/<run>/telemetry.jsonl (see
-`perfwatch.core.telemetry_jsonl`). This widget follows that file for the selected run only:
+`perfwatch.core.telemetry.jsonl`). This widget follows that file for the selected run only:
 it reads what was appended since the last look, at most once a second, on the app's thread
 (a few hundred bytes a second; a long history is skipped, only the last `TAIL_BYTES` are read
 when a run is first selected). Runs without such a file (attached MLPerf result logs) say so.
@@ -22,7 +22,7 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from perfwatch.core.telemetry_jsonl import FILENAME
+from perfwatch.core.telemetry.jsonl import FILENAME
 
 TAIL_BYTES = 256 << 10  # on selection: read at most this much of an old file's end
 KEEP = 600  # records kept (10 minutes at 1 Hz); a sparkline shows the last ones that fit

@@ -1,0 +1,317 @@
+"""Campaign YAML -> validated `Campaign` -> expanded `RunSpec`s (DESIGN §3, R5).
+
+Everything a launch needs is decided here, before anything starts: a campaign that
+would fail halfway (a typo in a key, an empty grid, a script that does not exist)
+is rejected whole with `file:line: field: message`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from perfwatch.core.control.job_settings import (
+    CACHE_CLEAR_KEYS,
+    CACHE_CLEAR_TIMEOUT,
+    RUN_FIELDS,
+    SETTING_KEYS,
+    Settings,
+    argv_list,
+    check_template,
+    settings,
+)
+from perfwatch.core.control.yaml_nodes import CampaignError, Y, load
+from perfwatch.core.mlperf.targets import Target
+
+__all__ = ["Campaign", "CampaignError", "Launcher", "RunSpec", "load_campaign"]
+
+TOP_KEYS = ("name", "description", "logdir", "system", "defaults", "jobs", "baseline", "scheduler",
+            *CACHE_CLEAR_KEYS)
+JOB_KEYS = ("name", "cmd", "args", "launcher", *SETTING_KEYS)
+SYSTEM_KEYS = ("name", "submitter", "division", "status", "notes")
+SCHEDULER_KEYS = ("max_parallel", "gpus")
+LAUNCHER_KEYS = ("type", "nproc_per_node", "nnodes", "node_rank", "rdzv_endpoint", "rdzv_backend")
+ABBREV = {"--batch-size": "bs", "--batch_size": "bs", "--lr": "lr", "--learning-rate": "lr"}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
+_ID_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
+_PYTHONS = ("python", "python3", f"python3.{sys.version_info.minor}")
+
+
+@dataclass(frozen=True)
+class Launcher:
+    type: str = "direct"  # "direct" or "torchrun"
+    nproc_per_node: int = 1
+    nnodes: int = 1
+    node_rank: int = 0
+    rdzv_endpoint: str | None = None
+    rdzv_backend: str = "c10d"
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One planned run: everything needed to start it, nothing about its process."""
+
+    run_id: str
+    job: str
+    group: str  # run id without the repeat suffix: what `baseline` and reports compare
+    benchmark: str | None
+    index: int
+    seed: int
+    argv: tuple[str, ...]
+    env: dict[str, str]  # the delta over perfwatch's own environment
+    cwd: str
+    devices: int  # GPUs per run (0 = CPU only)
+    threads: int  # CPU threads per run (OMP_NUM_THREADS, affinity share)
+    precision: str | None
+    timeout: float | None
+    stall_after: float | None
+    grace: float
+    target: Target | None
+    exit_at_target: bool
+    isolate: str
+    flops_per_sample: float | None
+    launcher: Launcher
+    grid: dict[str, Any] = field(default_factory=dict)
+    cache_clear_cmd: tuple[str, ...] | None = None  # run by the runner before the workload, each attempt
+    cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
+
+
+@dataclass(frozen=True)
+class Campaign:
+    name: str
+    file: str
+    description: str | None
+    logdir: str  # template: {name}, {timestamp}
+    system: dict[str, str]
+    baseline: str | None
+    max_parallel: int | None  # None = auto
+    gpus: tuple[int, ...] | None  # None = detect
+    runs: tuple[RunSpec, ...]
+    config: dict[str, Any]  # the file's plain data, for perfwatch.json
+
+
+def _launcher(y: Y) -> Launcher:
+    m = y.mapping(LAUNCHER_KEYS)
+    kind = m["type"].string() if "type" in m else "direct"
+    if kind not in ("direct", "torchrun"):
+        raise m["type"].error(f"expected 'direct' or 'torchrun', got {kind!r}")
+    nnodes = m["nnodes"].integer(minimum=1) if "nnodes" in m else 1
+    rank = m["node_rank"].integer(minimum=0) if "node_rank" in m else 0
+    if rank >= nnodes:
+        raise m["node_rank"].error(f"node_rank {rank} must be < nnodes {nnodes}")
+    endpoint = m["rdzv_endpoint"].string() if "rdzv_endpoint" in m else None
+    if nnodes > 1 and endpoint is None:
+        raise y.error("nnodes > 1 needs rdzv_endpoint (host:port of node 0)")
+    return Launcher(
+        type=kind,
+        nproc_per_node=m["nproc_per_node"].integer(minimum=1) if "nproc_per_node" in m else 1,
+        nnodes=nnodes, node_rank=rank, rdzv_endpoint=endpoint,
+        rdzv_backend=m["rdzv_backend"].string() if "rdzv_backend" in m else "c10d",
+    )
+
+
+def _arg_values(y: Y) -> list[Any]:
+    """One arg's values: a scalar is one value, a list is a grid axis."""
+    if y.shape == "mapping":
+        raise y.expected("a scalar or a list")
+    if y.shape == "list":
+        items = y.seq()
+        if not items:
+            raise y.error("empty list: a grid axis needs at least one value")
+        out = []
+        for it in items:
+            if it.shape != "scalar":
+                raise it.expected("a scalar grid value")
+            out.append(_scalar_arg(it))
+        if len(set(map(str, out))) != len(out):
+            raise y.error("duplicate values in the grid")
+        return out
+    return [_scalar_arg(y)]
+
+
+def _scalar_arg(y: Y) -> Any:
+    v = y.value()
+    if isinstance(v, str):
+        check_template(y, v, RUN_FIELDS)
+    elif not isinstance(v, (int, float, bool)) and v is not None:
+        raise y.expected("a string, number or boolean")
+    return v
+
+
+def _check_cmd(items: list[Y], cmd: list[str], cwd: Path) -> None:
+    """Fail now, not at run time, when the program or script does not exist."""
+    prog = cmd[0]
+    if "{" in prog:
+        return
+    if prog not in _PYTHONS:
+        if "/" in prog:
+            if not (cwd / prog).exists():
+                raise items[0].error(f"no such file: {cwd / prog}")
+        elif shutil.which(prog) is None:
+            raise items[0].error(f"program {prog!r} not found on PATH")
+    for i, part in enumerate(cmd[1:], start=1):
+        if part.endswith(".py") and "{" not in part and not (cwd / part).is_file():
+            raise items[i].error(f"no such script: {cwd / part}")
+
+
+def _label(key: str, value: Any) -> str:
+    name = ABBREV.get(key, key.lstrip("-").replace("_", "-"))
+    return _ID_UNSAFE.sub("-", f"{name}{value}")
+
+
+def _argv(cmd: list[str], args: list[tuple[str, Any]], launcher: Launcher, name: str) -> list[str]:
+    parts = list(cmd)
+    if parts[0] in _PYTHONS:
+        parts[0] = sys.executable  # the interpreter perfwatch runs in: same venv, same torch
+    for key, value in args:
+        if value is None or value is False:
+            continue
+        parts.append(key)
+        if value is not True and value != "":
+            parts.append(str(value))
+    if launcher.type != "torchrun":
+        return parts
+    tr = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={launcher.nproc_per_node}",
+          f"--nnodes={launcher.nnodes}"]
+    if launcher.rdzv_endpoint:
+        tr += [f"--node-rank={launcher.node_rank}", f"--rdzv-backend={launcher.rdzv_backend}",
+               f"--rdzv-endpoint={launcher.rdzv_endpoint}", f"--rdzv-id={name}"]
+    else:
+        tr += ["--standalone"]
+    if parts[0] == sys.executable:
+        return tr + parts[1:]
+    if parts[0].endswith(".py"):
+        return tr + parts
+    return tr + ["--no-python"] + parts
+
+
+def _fill(text: str, values: dict[str, Any]) -> str:
+    return text.format(**values) if "{" in text else text
+
+
+def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path) -> list[RunSpec]:
+    m = y.mapping(JOB_KEYS)
+    if "name" not in m:
+        raise y.error("missing key 'name'")
+    name = m["name"].string()
+    if not _NAME.match(name):
+        raise m["name"].error(f"job names use letters, digits, - and _ (got {name!r})")
+    if "cmd" not in m:
+        raise y.error("missing key 'cmd' (the program as an argv list, e.g. [python, train.py])")
+    items = argv_list(m["cmd"], "[python, train.py]")
+    cmd = [it.string() for it in items]
+    s = settings({k: v for k, v in m.items() if k in SETTING_KEYS}, defaults)
+    cwd = (base / s.cwd).resolve() if s.cwd else base
+    if s.cwd and not cwd.is_dir():
+        raise m["cwd"].error(f"no such directory: {cwd}")
+    _check_cmd(items, cmd, cwd)
+    if s.cache_clear_cmd is not None and s.cache_clear_y is not None:
+        _check_cmd(s.cache_clear_y.seq(), list(s.cache_clear_cmd), cwd)
+    launcher = _launcher(m["launcher"]) if "launcher" in m else Launcher()
+    axes: list[tuple[str, list[Any]]] = []
+    if "args" in m:
+        for key, ay in m["args"].mapping().items():
+            if not key.startswith("-"):
+                raise ay.error("argument names start with - or -- (e.g. --batch-size)")
+            axes.append((key, _arg_values(ay)))
+    repeat = s.repeat
+    if s.seeds is not None:
+        if not s.repeat_set:
+            repeat = len(s.seeds)
+        elif len(s.seeds) < repeat and s.seeds_y is not None:
+            raise s.seeds_y.error(f"{len(s.seeds)} seeds for repeat: {repeat}")
+    runs: list[RunSpec] = []
+    for point in itertools.product(*(vals for _, vals in axes)):
+        chosen = list(zip((k for k, _ in axes), point, strict=True))
+        grid = {k: v for (k, vals), (_, v) in zip(axes, chosen, strict=True) if len(vals) > 1}
+        group = ".".join([name, *("_".join(_label(k, v) for k, v in grid.items()),)] if grid else [name])
+        for index in range(repeat):
+            seed = s.seeds[index] if s.seeds is not None else s.seed + index
+            run_id = f"{group}.r{index}"
+            values = {"seed": seed, "index": index, "run_id": run_id, "name": campaign, "job": name}
+            filled = [(k, _fill(v, values) if isinstance(v, str) else v) for k, v in chosen]
+            argv = _argv([_fill(c, values) for c in cmd], filled, launcher, f"{campaign}-{run_id}")
+            env = {k: _fill(v, values) for k, v in s.env.items()}
+            clear = None
+            if s.cache_clear_cmd is not None:
+                clear = tuple(_fill(c, values) for c in s.cache_clear_cmd)
+                clear = (sys.executable, *clear[1:]) if clear[0] in _PYTHONS else clear
+            runs.append(RunSpec(
+                run_id=run_id, job=name, group=group, benchmark=s.benchmark, index=index, seed=seed,
+                argv=tuple(argv), env=env, cwd=str(cwd), devices=s.devices, threads=s.threads,
+                precision=s.precision, timeout=s.timeout, stall_after=s.stall_after, grace=s.grace,
+                target=s.target, exit_at_target=s.exit_at_target, isolate=s.isolate,
+                flops_per_sample=s.flops_per_sample, launcher=launcher, grid=grid,
+                cache_clear_cmd=clear, cache_clear_timeout=s.cache_clear_timeout,
+            ))
+    return runs
+
+
+def load_campaign(path: str | Path, *, base: Path | None = None) -> Campaign:
+    """Validate and expand a campaign file; raises CampaignError naming file:line:field.
+
+    Relative `cmd` scripts and `cwd` resolve against `base` (default: the current directory),
+    the way `perfwatch launch workloads/demo.yaml` is typed from the checkout root.
+    """
+    root = load(Path(path))
+    base = (base or Path.cwd()).resolve()
+    m = root.mapping(TOP_KEYS)
+    if "jobs" not in m:
+        raise root.error("missing key 'jobs' (the list of runs to launch)")
+    name = m["name"].string() if "name" in m else Path(path).stem
+    if not _NAME.match(name):
+        raise m["name"].error(f"campaign names use letters, digits, - and _ (got {name!r})")
+    logdir = "runs/{name}-{timestamp}"
+    if "logdir" in m:
+        logdir = check_template(m["logdir"], m["logdir"].string(), ("name", "timestamp"))
+    system: dict[str, str] = {}
+    if "system" in m:
+        for k, v in m["system"].mapping(SYSTEM_KEYS).items():
+            system[k] = v.string()
+            if k == "division" and system[k] not in ("open", "closed"):
+                raise v.error(f"expected 'open' or 'closed', got {system[k]!r}")
+    # cache_clear_* at the top level is the campaign-wide value; `defaults` and jobs may override it
+    defaults = settings({k: m[k] for k in CACHE_CLEAR_KEYS if k in m}, Settings())
+    if "defaults" in m:
+        dm = m["defaults"].mapping(SETTING_KEYS)
+        for key in CACHE_CLEAR_KEYS:
+            if key in dm and key in m:
+                raise dm[key].error(f"also set at the top level (line {m[key].line}); set it in one place")
+        defaults = settings(dm, defaults)
+    max_parallel: int | None = None
+    gpus: tuple[int, ...] | None = None
+    if "scheduler" in m:
+        sm = m["scheduler"].mapping(SCHEDULER_KEYS)
+        if "max_parallel" in sm and sm["max_parallel"].text() != "auto":
+            max_parallel = sm["max_parallel"].integer(minimum=1)
+        if "gpus" in sm and sm["gpus"].text() != "auto":
+            gpus = tuple(g.integer(minimum=0) for g in sm["gpus"].seq())
+    jobs = m["jobs"].seq()
+    if not jobs:
+        raise m["jobs"].error("empty list: a campaign needs at least one job")
+    runs: list[RunSpec] = []
+    seen_jobs: dict[str, Y] = {}
+    for jy in jobs:
+        job_runs = _job_runs(jy, defaults, name, base)
+        jname = job_runs[0].job if job_runs else ""
+        if jname in seen_jobs:
+            ny = jy.mapping()["name"]
+            raise ny.error(f"duplicate job name (first on line {seen_jobs[jname].line})")
+        seen_jobs[jname] = jy
+        runs.extend(job_runs)
+    baseline = None
+    if "baseline" in m:
+        baseline = m["baseline"].string()
+        if not any(r.job == baseline or r.group == baseline or r.run_id == baseline for r in runs):
+            groups = sorted({r.group for r in runs})
+            raise m["baseline"].error(f"no job or run group {baseline!r}; have: {', '.join(groups)}")
+    return Campaign(
+        name=name, file=str(path), description=m["description"].string() if "description" in m else None,
+        logdir=logdir, system=system, baseline=baseline, max_parallel=max_parallel, gpus=gpus,
+        runs=tuple(runs), config=root.value(),
+    )

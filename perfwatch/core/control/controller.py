@@ -1,0 +1,250 @@
+"""What a UI needs to control runs: states, immutable `ProcInfo`s, the `Controller` protocol.
+
+Two controllers implement it: `Scheduler` (core/scheduler.py), the process that owns the
+campaign (started by `launch`, or taken over by `attach` when nobody owns it), and
+`ClientController` below, used by an `attach` while a detached scheduler is alive: it
+reads `perfwatch.json` and sends requests through `LOGDIR/requests/` (one small JSON
+file per request, written atomically), which the scheduler executes on its next poll.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
+
+from perfwatch.core.control.supervisor import write_json_atomic
+
+REQUESTS_DIR = "requests"
+ACTIONS = ("pause", "resume", "stop", "kill", "restart", "start_now")
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    STALLED = "stalled"  # running, but no output for stall_after
+    PAUSED = "paused"
+    STOPPING = "stopping"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    KILLED = "killed"
+    STOPPED = "stopped"
+    TIMEOUT = "timeout"
+    UNKNOWN = "unknown"  # re-adopted, process gone, no exit record
+
+    @property
+    def alive(self) -> bool:
+        return self in _ALIVE
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_ALIVE = frozenset({RunState.STARTING, RunState.RUNNING, RunState.STALLED, RunState.PAUSED, RunState.STOPPING})
+_TERMINAL = frozenset(
+    {RunState.SUCCEEDED, RunState.FAILED, RunState.KILLED, RunState.STOPPED, RunState.TIMEOUT, RunState.UNKNOWN}
+)
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """One run's process facts, immutable: safe to hand to widgets."""
+
+    run_id: str
+    job: str
+    state: RunState
+    pid: int | None
+    pgid: int | None
+    attempt: int
+    exit_code: int | None
+    started_at: float | None
+    ended_at: float | None
+    devices: tuple[int, ...]
+    argv: tuple[str, ...]
+    folder: Path
+    last_output: tuple[str, ...]
+    stalled: bool
+    reason: str | None
+
+
+class Controller(Protocol):
+    def procs(self) -> Mapping[str, ProcInfo]: ...
+    def can(self, action: str, run_id: str) -> bool: ...
+    def pause(self, run_id: str) -> None: ...
+    def resume(self, run_id: str) -> None: ...
+    def stop(self, run_id: str) -> None: ...
+    def kill(self, run_id: str) -> None: ...
+    def restart(self, run_id: str) -> None: ...
+    def start_now(self, run_id: str) -> None: ...
+    def stop_all(self) -> None: ...
+    def poll(self) -> None: ...
+    def close(self, stop_runs: bool) -> None: ...
+
+
+def allowed(action: str, state: RunState) -> bool:
+    """The one table of which action applies in which state (UI greys out the rest)."""
+    if action == "pause":
+        return state in (RunState.RUNNING, RunState.STALLED)
+    if action == "resume":
+        return state is RunState.PAUSED
+    if action == "stop":
+        return state in (RunState.QUEUED, RunState.STARTING, RunState.RUNNING, RunState.STALLED, RunState.PAUSED)
+    if action == "kill":
+        return state.alive
+    if action == "restart":
+        return state.terminal
+    if action == "start_now":
+        return state is RunState.QUEUED
+    return False
+
+
+def tail_lines(path: Path, n: int = 20, max_bytes: int = 16384) -> tuple[str, ...]:
+    """The last `n` lines of a file, reading at most `max_bytes` from its end."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return ()
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if size > max_bytes and lines:
+        lines = lines[1:]  # first one is probably cut
+    return tuple(lines[-n:])
+
+
+_TAILS: dict[Path, tuple[tuple[int, int], tuple[str, ...]]] = {}
+
+
+def cached_tail(path: Path, n: int = 20) -> tuple[str, ...]:
+    """`tail_lines`, re-read only when the file's size or mtime changed (procs() runs at 4 Hz)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    key = (st.st_size, st.st_mtime_ns)
+    hit = _TAILS.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    lines = tail_lines(path, n)
+    if len(_TAILS) > 4096:
+        _TAILS.clear()
+    _TAILS[path] = (key, lines)
+    return lines
+
+
+def send_request(logdir: Path, action: str, run_id: str | None) -> Path:
+    """Drop a request for the scheduler that owns `logdir` (see module docstring)."""
+    folder = logdir / REQUESTS_DIR
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{time.time():.6f}-{uuid.uuid4().hex[:8]}.json"
+    write_json_atomic(path, {"action": action, "run_id": run_id, "sent_at": time.time(), "pid": os.getpid()})
+    return path
+
+
+def take_requests(logdir: Path) -> list[dict]:
+    """Read and delete pending requests, oldest first."""
+    folder = logdir / REQUESTS_DIR
+    try:
+        names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
+    except OSError:
+        return []
+    out = []
+    for name in names:
+        path = folder / name
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            data = None
+        path.unlink(missing_ok=True)
+        if isinstance(data, dict) and isinstance(data.get("action"), str):
+            out.append(data)
+    return out
+
+
+def info_from_record(rec: Mapping, logdir: Path) -> ProcInfo:
+    """A ProcInfo from one `runs[]` entry of perfwatch.json."""
+    folder = logdir / rec["run_id"]
+    try:
+        state = RunState(rec.get("state", "unknown"))
+    except ValueError:
+        state = RunState.UNKNOWN
+    return ProcInfo(
+        run_id=rec["run_id"], job=rec.get("job", ""), state=state, pid=rec.get("pid"), pgid=rec.get("pgid"),
+        attempt=int(rec.get("attempt", 1)), exit_code=rec.get("exit_code"), started_at=rec.get("started_at"),
+        ended_at=rec.get("ended_at"), devices=tuple(rec.get("devices") or ()), argv=tuple(rec.get("argv") or ()),
+        folder=folder, last_output=cached_tail(folder / "output.log") if state is not RunState.QUEUED else (),
+        stalled=bool(rec.get("stalled")), reason=rec.get("reason"),
+    )
+
+
+class ClientController:
+    """Controls a campaign whose scheduler runs in another process (after `--detach`)."""
+
+    def __init__(self, logdir: Path) -> None:
+        self.logdir = Path(logdir)
+        self._mtime = -1.0
+        self._procs: dict[str, ProcInfo] = {}
+        self.scheduler: dict = {}
+        self.poll()
+
+    def procs(self) -> Mapping[str, ProcInfo]:
+        return self._procs
+
+    def can(self, action: str, run_id: str) -> bool:
+        info = self._procs.get(run_id)
+        return info is not None and allowed(action, info.state)
+
+    def _send(self, action: str, run_id: str | None) -> None:
+        if run_id is None or self.can(action, run_id):
+            send_request(self.logdir, action, run_id)
+
+    def pause(self, run_id: str) -> None:
+        self._send("pause", run_id)
+
+    def resume(self, run_id: str) -> None:
+        self._send("resume", run_id)
+
+    def stop(self, run_id: str) -> None:
+        self._send("stop", run_id)
+
+    def kill(self, run_id: str) -> None:
+        self._send("kill", run_id)
+
+    def restart(self, run_id: str) -> None:
+        self._send("restart", run_id)
+
+    def start_now(self, run_id: str) -> None:
+        self._send("start_now", run_id)
+
+    def stop_all(self) -> None:
+        send_request(self.logdir, "stop_all", None)
+
+    def poll(self) -> None:
+        path = self.logdir / "perfwatch.json"
+        try:
+            mtime = path.stat().st_mtime
+        except OSError:
+            return
+        if mtime == self._mtime:
+            return
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return  # never half-written; a failed read just means: try again next poll
+        self._mtime = mtime
+        self.scheduler = data.get("scheduler") or {}
+        self._procs = {r["run_id"]: info_from_record(r, self.logdir) for r in data.get("runs", [])}
+
+    def close(self, stop_runs: bool) -> None:
+        if stop_runs:
+            self.stop_all()

@@ -1,0 +1,155 @@
+"""Per-job settings of a campaign (`defaults:` and each job's own keys), validated on YAML nodes.
+
+Split from campaign.py so that module stays about expansion: a job's settings are
+`defaults` overlaid with the job's keys, each checked with its file:line:field.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass, field
+
+from perfwatch.core.control.yaml_nodes import Y
+from perfwatch.core.mlperf.targets import Target
+
+SETTING_KEYS = (
+    "benchmark", "repeat", "seed", "seeds", "env", "cwd", "target", "exit_at_target", "timeout",
+    "stall_after", "devices", "precision", "flops_per_sample", "threads", "isolate", "grace",
+    "cache_clear_cmd", "cache_clear_timeout",
+)
+CACHE_CLEAR_KEYS = ("cache_clear_cmd", "cache_clear_timeout")  # also allowed at the top level
+CACHE_CLEAR_TIMEOUT = 60.0
+TARGET_KEYS = ("key", "value", "higher_is_better")
+RUN_FIELDS = ("seed", "index", "run_id", "name", "job")
+PRECISIONS = ("fp32", "fp16", "bf16", "amp", "tf32", "fp8")
+ISOLATE = ("none", "per_device")
+
+
+@dataclass
+class Settings:
+    benchmark: str | None = None
+    repeat: int = 1
+    repeat_set: bool = False
+    seed: int = 0
+    seeds: tuple[int, ...] | None = None
+    seeds_y: Y | None = None
+    env: dict[str, str] = field(default_factory=dict)
+    cwd: str | None = None
+    target: Target | None = None
+    exit_at_target: bool = False
+    timeout: float | None = None
+    stall_after: float | None = None
+    devices: int = 0
+    precision: str | None = None
+    flops_per_sample: float | None = None
+    threads: int = 1
+    isolate: str = "none"
+    grace: float = 10.0
+    cache_clear_cmd: tuple[str, ...] | None = None  # argv run by the runner before each attempt
+    cache_clear_y: Y | None = None
+    cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
+
+    def copy(self) -> Settings:
+        return Settings(**{**self.__dict__, "env": dict(self.env)})
+
+
+def check_template(y: Y, text: str, allowed: tuple[str, ...]) -> str:
+    try:
+        names = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+    except ValueError as exc:
+        raise y.error(f"bad template {text!r}: {exc}; write {{{{ and }}}} for literal braces") from None
+    for name in names:
+        if name not in allowed:
+            raise y.error(f"unknown placeholder {{{name}}}; known: {', '.join('{' + a + '}' for a in allowed)}")
+    return text
+
+
+def argv_list(y: Y, example: str) -> list[Y]:
+    """A command as an argv list of strings (templated with the run's fields); never a shell string."""
+    if y.shape == "scalar" and not y.is_null():
+        raise y.error(f"expected an argv list like {example}, got a string (no shell strings)")
+    items = y.seq()
+    if not items:
+        raise y.error("empty command")
+    for it in items:
+        if it.shape != "scalar":
+            raise it.expected("a string")
+        check_template(it, it.string(), RUN_FIELDS)
+    return items
+
+
+def target(y: Y) -> Target | None:
+    if y.is_null():
+        return None
+    if kind_is_number(y):
+        return Target("eval_accuracy", y.number(), True, "campaign")
+    m = y.mapping(TARGET_KEYS)
+    if "value" not in m:
+        raise y.error("missing key 'value' (the quality threshold)")
+    key = m["key"].string() if "key" in m else "eval_accuracy"
+    hib = m["higher_is_better"].boolean() if "higher_is_better" in m else True
+    return Target(key, m["value"].number(), hib, "campaign")
+
+
+def kind_is_number(y: Y) -> bool:
+    return y.node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def settings(m: dict[str, Y], base: Settings) -> Settings:
+    s = base.copy()
+    for key, y in m.items():
+        if key == "benchmark":
+            s.benchmark = y.string()
+        elif key == "repeat":
+            s.repeat, s.repeat_set = y.integer(minimum=1), True
+        elif key == "seed":
+            s.seed = y.integer()
+        elif key == "seeds":
+            items = y.seq()
+            if not items:
+                raise y.error("empty list; give at least one seed or use `seed: BASE`")
+            s.seeds, s.seeds_y = tuple(i.integer() for i in items), y
+        elif key == "env":
+            for k, v in y.mapping().items():
+                if v.shape != "scalar" or v.is_null():
+                    raise v.expected("a string or number")
+                s.env[k] = check_template(v, str(v.text()), RUN_FIELDS)
+        elif key == "cwd":
+            s.cwd = y.string()
+        elif key == "target":
+            s.target = target(y)
+        elif key == "exit_at_target":
+            s.exit_at_target = y.boolean()
+        elif key == "timeout":
+            s.timeout = y.duration()
+        elif key == "stall_after":
+            s.stall_after = y.duration()
+        elif key == "grace":
+            s.grace = y.duration() or 0.0
+        elif key == "cache_clear_cmd":
+            if y.is_null():
+                s.cache_clear_cmd, s.cache_clear_y = None, None  # a job can switch the campaign's off
+            else:
+                items = argv_list(y, "[sudo, /sbin/sysctl, vm.drop_caches=3]")
+                s.cache_clear_cmd, s.cache_clear_y = tuple(it.string() for it in items), y
+        elif key == "cache_clear_timeout":
+            s.cache_clear_timeout = y.duration()
+        elif key == "devices":
+            s.devices = y.integer(minimum=0)
+        elif key == "threads":
+            s.threads = y.integer(minimum=1)
+        elif key == "precision":
+            p = y.string()
+            if p not in PRECISIONS:
+                raise y.error(f"expected one of {', '.join(PRECISIONS)}, got {p!r}")
+            s.precision = p
+        elif key == "flops_per_sample":
+            s.flops_per_sample = y.number()
+            if s.flops_per_sample <= 0:
+                raise y.error("expected a positive number of FLOPs per sample")
+        elif key == "isolate":
+            iso = y.string()
+            if iso not in ISOLATE:
+                raise y.error(f"expected one of {', '.join(ISOLATE)}, got {iso!r}")
+            s.isolate = iso
+    return s

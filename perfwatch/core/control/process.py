@@ -1,0 +1,242 @@
+"""Start one run as a real process and signal it safely.
+
+Every run is `python -m perfwatch.core.control.supervisor --exit-file ... -- ARGV` started with
+`start_new_session=True`: the supervisor leads a new session and process group that
+holds the workload and everything it spawns (torchrun's workers included), with stdout
+and stderr going to `output.log` (a file, never a pipe to perfwatch, so perfwatch dying
+cannot block or kill a run). Signals go to the whole group with `killpg`, and only after
+checking that the group leader is still the process we started (pid *and* create time),
+so a reused pid is never signalled.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from perfwatch.core.control.supervisor import EXIT_FILE
+
+MLLOG_FILE = "mllog.txt"
+OUTPUT_FILE = "output.log"
+RUN_FILES = (MLLOG_FILE, OUTPUT_FILE, EXIT_FILE, "telemetry.jsonl")
+_SAME_START = 0.05  # seconds: psutil create_time resolution is one clock tick (10 ms)
+
+
+def detect_gpus() -> tuple[int, ...]:
+    """GPU indices via NVML; none when NVML or a driver is missing."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            return tuple(range(pynvml.nvmlDeviceGetCount()))
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no NVML means no GPUs to hand out
+        return ()
+
+
+def cpu_share(slot: int, slots: int) -> tuple[list[int], int]:
+    """Mila's per-device split: slot `slot` of `slots` gets NPROC/N of our CPUs and MEM/N memory."""
+    cpus = sorted(os.sched_getaffinity(0))
+    per = max(1, len(cpus) // max(1, slots))
+    mine = cpus[(slot * per) % len(cpus):][:per] or cpus[:per]
+    return mine, psutil.virtual_memory().total // max(1, slots)
+
+
+def same_process(pid: int, create_time: float) -> bool:
+    """True if `pid` is still the process that was started at `create_time`."""
+    try:
+        proc = psutil.Process(pid)
+        return abs(proc.create_time() - create_time) < _SAME_START and proc.status() != psutil.STATUS_ZOMBIE
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
+        return False
+
+
+def group_alive(pgid: int) -> bool:
+    """Any process left in the group? (Used to make sure stop/kill leaves nothing behind.)"""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return any(_pgid(p) == pgid for p in psutil.process_iter(["pid"]) if p.info["pid"] != pgid) or \
+        _leader_running(pgid)
+
+
+def _pgid(proc: psutil.Process) -> int | None:
+    try:
+        if proc.status() == psutil.STATUS_ZOMBIE:
+            return None
+        return os.getpgid(proc.pid)
+    except (OSError, psutil.Error):
+        return None
+
+
+def _leader_running(pgid: int) -> bool:
+    try:
+        return psutil.Process(pgid).status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+def describe_exit(code: int) -> str:
+    """`exit 3`, `killed by SIGKILL`: how a run's process ended, for humans."""
+    if code >= 0:
+        return f"exit {code}"
+    return f"killed by {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}"
+
+
+def activity(run_dir: Path) -> tuple[float, ...]:
+    """Size and mtime of a run's mllog.txt and output.log: changes whenever the run writes."""
+    out: list[float] = []
+    for name in (MLLOG_FILE, OUTPUT_FILE):
+        try:
+            st = os.stat(run_dir / name)
+            out += [st.st_size, st.st_mtime]
+        except OSError:
+            out += [-1, -1]
+    return tuple(out)
+
+
+def archive_attempt(run_dir: Path, attempt: int) -> list[str]:
+    """Keep an earlier attempt's files as `.attempt-N.<name>` (hidden: not read as a new run)."""
+    kept = []
+    for name in RUN_FILES:
+        src = run_dir / name
+        if src.exists():
+            dst = run_dir / f".attempt-{attempt}.{name}"
+            os.replace(src, dst)
+            kept.append(dst.name)
+    return kept
+
+
+def read_exit(run_dir: Path) -> dict | None:
+    """The supervisor's exit record, or None if it never wrote one (it was SIGKILLed)."""
+    try:
+        data = json.loads((run_dir / EXIT_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@dataclass
+class Proc:
+    """A run's process group: started here (`popen` set) or re-adopted from perfwatch.json."""
+
+    pid: int
+    create_time: float
+    run_dir: Path
+    popen: subprocess.Popen[bytes] | None = None
+    returncode: int | None = field(default=None)
+    exit_record: dict | None = None  # exit.json as read when the run ended
+
+    @property
+    def pgid(self) -> int:
+        return self.pid  # the supervisor leads its own session: pgid == pid
+
+    def is_ours(self) -> bool:
+        return same_process(self.pid, self.create_time)
+
+    def signal(self, sig: int) -> bool:
+        """Send `sig` to the group if its leader is still ours; False if it is gone or reused."""
+        if not self.is_ours() and not (self.popen is not None and self.popen.returncode is None):
+            return False
+        try:
+            os.killpg(self.pgid, sig)
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
+
+    def poll(self) -> int | None:
+        """Exit status once the run ended: 0.., or -SIG when killed by a signal; else None."""
+        if self.returncode is not None:
+            return self.returncode
+        if self.popen is not None:
+            code = self.popen.poll()
+            if code is None:
+                return None
+        elif self.is_ours():
+            return None
+        else:
+            code = None
+        record = read_exit(self.run_dir)
+        if record is not None and record.get("runner_pid") in (None, self.pid):
+            self.exit_record = record
+            if record.get("signal"):
+                code = -int(signal.Signals[record["signal"]])
+            elif record.get("exit_code") is not None:
+                code = int(record["exit_code"])
+        if code is None:
+            code = -int(signal.SIGKILL)  # gone without a record: the supervisor itself was killed
+        if code > 128 and record is None:
+            code = -(code - 128)
+        self.returncode = code
+        return code
+
+    def status(self) -> str:
+        """psutil's status of the workload side ('running', 'sleeping', 'stopped', ...)."""
+        try:
+            return str(psutil.Process(self.pid).status())
+        except psutil.Error:
+            return "gone"
+
+    def group_pids(self) -> list[int]:
+        out = []
+        for p in psutil.process_iter(["pid"]):
+            if _pgid(p) == self.pgid:
+                out.append(p.info["pid"])
+        return out
+
+
+def start(
+    argv: list[str] | tuple[str, ...],
+    run_dir: Path,
+    *,
+    env: dict[str, str],
+    cwd: str | Path,
+    cpus: list[int] | None = None,
+    mem_bytes: int | None = None,
+    cache_clear: list[str] | tuple[str, ...] | None = None,
+    cache_clear_timeout: float | None = None,
+) -> Proc:
+    """Start `argv` under the supervisor in a new session; output appended to output.log.
+
+    `cache_clear` (an argv list) is run by the supervisor first; the workload starts only if it
+    exits 0 within `cache_clear_timeout` seconds (None: no limit).
+    """
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / EXIT_FILE).unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "perfwatch.core.control.supervisor", "--exit-file", str(run_dir / EXIT_FILE)]
+    if cpus:
+        cmd += ["--cpus", ",".join(map(str, cpus))]
+    if mem_bytes:
+        cmd += ["--mem-bytes", str(mem_bytes)]
+    if cache_clear:
+        cmd += ["--cache-clear", json.dumps(list(cache_clear)), "--cache-clear-timeout", str(cache_clear_timeout or 0)]
+    cmd += ["--", *argv]
+    full_env = {**os.environ, **env}
+    with open(run_dir / OUTPUT_FILE, "ab") as out:
+        popen = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=str(cwd),
+            env=full_env, start_new_session=True, close_fds=True,
+        )
+    try:
+        created = psutil.Process(popen.pid).create_time()
+    except psutil.Error:
+        created = time.time()
+    return Proc(popen.pid, created, run_dir, popen)
+
+
+def adopt(pid: int, create_time: float, run_dir: Path) -> Proc:
+    """A handle on a run some earlier perfwatch started; `poll()` reads exit.json."""
+    return Proc(pid, create_time, run_dir, None)

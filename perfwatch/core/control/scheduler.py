@@ -1,0 +1,407 @@
+"""The campaign owner: queue, devices, concurrency, timeouts, stalls, exit at target.
+
+`Scheduler` implements `control.Controller`. It is driven by `poll()` (2-4 Hz) from one
+thread: it reaps exits, executes requests from `LOGDIR/requests/`, enforces limits and
+starts queued runs, and rewrites `perfwatch.json` whenever a run changes state. It keeps
+no state that is not in that file, so a new perfwatch (`attach`) can take over a campaign
+whose owner died: live runs are re-adopted by pid + create time, finished ones are read
+from their `exit.json`, queued ones start as if nothing had happened.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from perfwatch.core.control import process as launch
+from perfwatch.core.control import registry
+from perfwatch.core.control.campaign import Campaign, RunSpec
+from perfwatch.core.control.controller import ProcInfo, RunState, allowed, cached_tail, take_requests
+
+AT_TARGET_GRACE = 3.0  # s a workload gets to stop by itself after its log says target reached
+
+
+@dataclass
+class _Run:
+    spec: RunSpec
+    record: dict
+    state: RunState = RunState.QUEUED
+    proc: launch.Proc | None = None
+    attempt: int = 1
+    exit_code: int | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    devices: tuple[int, ...] = ()
+    slot: int | None = None
+    stalled: bool = False
+    reason: str | None = None
+    intent: RunState | None = None  # the state an exit means, when we caused it
+    kill_at: float | None = None
+    paused_at: float | None = None
+    paused_total: float = 0.0
+    activity: tuple[float, ...] = ()
+    active_at: float = 0.0
+    target_seen_at: float | None = None
+    priority: bool = False
+
+
+def _cost(spec: RunSpec) -> int:
+    """CPU threads a run uses: its `threads` times its processes (torchrun nproc_per_node)."""
+    return spec.threads * spec.launcher.nproc_per_node
+
+
+class Scheduler:
+    """Owns a campaign's runs (see module docstring); one per LOGDIR, guarded by a lock."""
+
+    def __init__(self, logdir: Path, data: dict, lock_fd: int, *,
+                 target_reached: Callable[[str], bool] | None = None, gpus: tuple[int, ...] | None = None) -> None:
+        self.logdir = Path(logdir).resolve()  # runs get absolute paths whatever their cwd
+        self.data = data
+        self._lock_fd: int | None = lock_fd
+        self.target_reached = target_reached
+        self.gpus = tuple(data["gpus"]) if data.get("gpus") is not None else (gpus if gpus is not None else launch.detect_gpus())
+        self.runs: dict[str, _Run] = {}
+        self.events: deque[tuple[str, RunState, str | None]] = deque(maxlen=1000)
+        self._dirty = True
+        self._telemetry: Any = None  # TelemetryThread once record_telemetry() is called
+        self._live: Mapping[str, Any] = {}
+        for rec in data["runs"]:
+            self.runs[rec["run_id"]] = self._restore(rec)
+        specs = [r.spec for r in self.runs.values()]
+        self.cores = len(os.sched_getaffinity(0))
+        # auto: GPU runs are limited by free GPUs; CPU runs by a budget of cores (threads x processes)
+        self.cpu_budget = data.get("max_parallel") is None and not any(s.devices for s in specs)
+        threads = min((_cost(s) for s in specs), default=1)
+        auto = len(self.gpus) if self.gpus and all(s.devices for s in specs) else max(1, self.cores // threads)
+        self.max_parallel = int(data.get("max_parallel") or auto)
+        data["scheduler"] = {"pid": os.getpid(), "create_time": psutil.Process().create_time(),
+                             "host": socket.gethostname(), "since": time.time(), "max_parallel": self.max_parallel}
+        self._write()
+
+    # ---- construction ------------------------------------------------------------
+    @classmethod
+    def create(cls, campaign: Campaign, logdir: Path, *, target_reached: Callable[[str], bool] | None = None,
+               gpus: tuple[int, ...] | None = None) -> Scheduler:
+        """A new LOGDIR for `campaign`; fails if the folder already holds a campaign."""
+        logdir.mkdir(parents=True, exist_ok=True)
+        if (logdir / registry.REGISTRY_FILE).exists():
+            raise FileExistsError(f"{logdir} already holds a campaign; use `perfwatch attach {logdir}`")
+        fd = registry.try_lock(logdir)
+        if fd is None:
+            raise RuntimeError(f"{logdir} is owned by another perfwatch")
+        return cls(logdir, registry.new_registry(campaign, logdir), fd, target_reached=target_reached, gpus=gpus)
+
+    @classmethod
+    def take_over(cls, logdir: Path, *, target_reached: Callable[[str], bool] | None = None,
+                  gpus: tuple[int, ...] | None = None) -> Scheduler | None:
+        """Own an existing campaign whose scheduler is gone; None if it is still alive."""
+        data = registry.read(logdir)
+        if data is None:
+            return None
+        fd = registry.try_lock(logdir)
+        if fd is None:
+            return None
+        data = registry.read(logdir) or data  # re-read under the lock
+        return cls(logdir, data, fd, target_reached=target_reached, gpus=gpus)
+
+    def _restore(self, rec: dict) -> _Run:
+        run = _Run(registry.spec_from_dict(rec), rec)
+        run.attempt = int(rec.get("attempt", 1))
+        run.exit_code, run.reason = rec.get("exit_code"), rec.get("reason")
+        run.started_at, run.ended_at = rec.get("started_at"), rec.get("ended_at")
+        run.devices = tuple(rec.get("devices") or ())
+        run.paused_total = float(rec.get("paused_total") or 0.0)
+        try:
+            state = RunState(rec.get("state", "queued"))
+        except ValueError:
+            state = RunState.UNKNOWN
+        if state.alive and rec.get("pid") and rec.get("create_time"):
+            run.proc = launch.adopt(rec["pid"], rec["create_time"], self.logdir / run.spec.run_id)
+            run.intent = RunState(rec["intent"]) if rec.get("intent") else None
+            run.state = RunState.PAUSED if run.proc.status() == psutil.STATUS_STOPPED else RunState.RUNNING
+            if state is RunState.STOPPING:
+                run.state, run.kill_at = RunState.STOPPING, time.time() + run.spec.grace
+            run.active_at = time.time()
+        elif state.alive:
+            run.state = RunState.QUEUED  # never got a process: start it again
+        else:
+            run.state = state
+        return run
+
+    # ---- Controller --------------------------------------------------------------
+    def procs(self) -> Mapping[str, ProcInfo]:
+        return {rid: self._info(r) for rid, r in self.runs.items()}
+
+    def _info(self, r: _Run) -> ProcInfo:
+        folder = self.logdir / r.spec.run_id
+        return ProcInfo(
+            run_id=r.spec.run_id, job=r.spec.job, state=r.state, pid=r.proc.pid if r.proc else None,
+            pgid=r.proc.pgid if r.proc else None, attempt=r.attempt, exit_code=r.exit_code,
+            started_at=r.started_at, ended_at=r.ended_at, devices=r.devices, argv=r.spec.argv, folder=folder,
+            last_output=cached_tail(folder / launch.OUTPUT_FILE) if r.state is not RunState.QUEUED else (),
+            stalled=r.stalled, reason=r.reason,
+        )
+
+    def can(self, action: str, run_id: str) -> bool:
+        run = self.runs.get(run_id)
+        return run is not None and allowed(action, run.state)
+
+    def pause(self, run_id: str) -> None:
+        run = self.runs[run_id]
+        if self.can("pause", run_id) and run.proc and run.proc.signal(signal.SIGSTOP):
+            run.paused_at = time.time()
+            self._set(run, RunState.PAUSED, "paused")
+
+    def resume(self, run_id: str) -> None:
+        run = self.runs[run_id]
+        if self.can("resume", run_id) and run.proc and run.proc.signal(signal.SIGCONT):
+            now = time.time()
+            run.paused_total += now - (run.paused_at or now)
+            run.paused_at, run.active_at = None, now
+            self._set(run, RunState.RUNNING, None)
+
+    def stop(self, run_id: str, *, intent: RunState = RunState.STOPPED, reason: str = "stopped by user") -> None:
+        run = self.runs[run_id]
+        if not self.can("stop", run_id):
+            return
+        if run.state is RunState.QUEUED:
+            self._set(run, RunState.STOPPED, "cancelled before it started")
+            return
+        run.intent, run.kill_at = intent, time.time() + run.spec.grace
+        self._set(run, RunState.STOPPING, reason)
+        if run.proc:
+            run.proc.signal(signal.SIGTERM)
+            run.proc.signal(signal.SIGCONT)  # a paused group must run to handle SIGTERM
+
+    def kill(self, run_id: str) -> None:
+        run = self.runs[run_id]
+        if self.can("kill", run_id) and run.proc:
+            run.intent, run.kill_at = run.intent or RunState.KILLED, None
+            self._set(run, RunState.STOPPING, run.reason if run.state is RunState.STOPPING else "killed by user")
+            run.proc.signal(signal.SIGKILL)
+
+    def restart(self, run_id: str) -> None:
+        """A new attempt; the earlier attempt's files are kept as `.attempt-N.*` in the run folder."""
+        run = self.runs[run_id]
+        if not self.can("restart", run_id):
+            return
+        launch.archive_attempt(self.logdir / run_id, run.attempt)
+        run.attempt += 1
+        run.proc, run.exit_code, run.started_at, run.ended_at = None, None, None, None
+        run.intent, run.stalled, run.target_seen_at, run.paused_total = None, False, None, 0.0
+        run.priority = True
+        self._set(run, RunState.QUEUED, f"restart: attempt {run.attempt}")
+
+    def start_now(self, run_id: str) -> None:
+        run = self.runs[run_id]
+        if self.can("start_now", run_id):
+            self._start(run)
+
+    def stop_all(self) -> None:
+        for rid in self.runs:
+            self.stop(rid)
+
+    @property
+    def done(self) -> bool:
+        return all(r.state.terminal for r in self.runs.values())
+
+    def record_telemetry(self, interval: float = 1.0) -> None:
+        """Append each live run's GPU/host share to LOGDIR/<run>/telemetry.jsonl every `interval` s.
+
+        Only the owner of the campaign records (one writer per file); the sampling thread reads
+        `_live`, an immutable mapping that `poll()` replaces, never the scheduler's own state.
+        """
+        if self._telemetry is not None:
+            return
+        from perfwatch.core.telemetry.sampling import TelemetryThread, default_sampler
+
+        self._telemetry = TelemetryThread(default_sampler(), interval=interval, runs=lambda: self._live)
+        self._telemetry.start()
+
+    def poll(self) -> None:
+        for req in take_requests(self.logdir):
+            self._request(req)
+        now = time.time()
+        for run in self.runs.values():
+            if run.proc is not None and run.state.alive:
+                self._watch(run, now)
+        self._fill(now)
+        if self._telemetry is not None:
+            from perfwatch.core.telemetry.sampling import resources_from_procs
+
+            self._live = resources_from_procs(self.procs())
+        if self._dirty:
+            self._write()
+
+    def close(self, stop_runs: bool) -> None:
+        """Give the campaign up: optionally stop every run (escalating), then drop the lock."""
+        if stop_runs:
+            self.stop_all()
+            deadline = time.time() + max((r.spec.grace for r in self.runs.values()), default=0) + 5
+            while any(r.state.alive for r in self.runs.values()) and time.time() < deadline:
+                self.poll()
+                time.sleep(0.05)
+        if self._telemetry is not None:
+            self._telemetry.stop()
+            self._telemetry = None
+        self.data["scheduler"] = None
+        self._write()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+
+    # ---- internals ---------------------------------------------------------------
+    def _request(self, req: dict) -> None:
+        action, run_id = req.get("action"), req.get("run_id")
+        if action == "stop_all":
+            self.stop_all()
+        elif action in ("pause", "resume", "stop", "kill", "restart", "start_now") and run_id in self.runs:
+            getattr(self, action)(run_id)
+
+    def _watch(self, run: _Run, now: float) -> None:
+        assert run.proc is not None
+        code = run.proc.poll()
+        if code is not None:
+            self._finish(run, code, now)
+            return
+        if run.state is RunState.STOPPING:
+            if run.kill_at is not None and now >= run.kill_at:
+                run.kill_at = None
+                run.reason = f"{run.reason}; no exit {run.spec.grace:g}s after SIGTERM: SIGKILL"
+                run.proc.signal(signal.SIGKILL)
+                self._dirty = True
+            return
+        if run.state is RunState.PAUSED:
+            return
+        spec = run.spec
+        elapsed = now - (run.started_at or now) - run.paused_total
+        if spec.timeout is not None and elapsed > spec.timeout:
+            self.stop(spec.run_id, intent=RunState.TIMEOUT, reason=f"timeout after {spec.timeout:g}s")
+            return
+        if spec.exit_at_target and self.target_reached is not None and self.target_reached(spec.run_id):
+            run.target_seen_at = run.target_seen_at or now
+            if now - run.target_seen_at >= AT_TARGET_GRACE:
+                self.stop(spec.run_id, intent=RunState.SUCCEEDED, reason="target reached; stopped by perfwatch")
+                return
+        if spec.stall_after is not None:
+            sig = launch.activity(self.logdir / run.spec.run_id)
+            if sig != run.activity:
+                run.activity, run.active_at = sig, now
+                if run.stalled:
+                    run.stalled = False
+                    self._set(run, RunState.RUNNING, None)
+            elif not run.stalled and now - run.active_at > spec.stall_after:
+                run.stalled = True
+                self._set(run, RunState.STALLED, f"no output for {spec.stall_after:g}s")
+
+    def _finish(self, run: _Run, code: int, now: float) -> None:
+        assert run.proc is not None
+        leftovers = run.proc.group_pids()
+        if leftovers:  # the workload's own children outlived it: no orphans
+            with contextlib.suppress(OSError):
+                os.killpg(run.proc.pgid, signal.SIGKILL)
+        run.exit_code, run.ended_at, run.kill_at = code, now, None
+        what = launch.describe_exit(code)
+        clear = (run.proc.exit_record or {}).get("cache_clear")
+        run.record["cache_clear"] = clear  # this attempt's cache clear: argv, exit status, times
+        reason: str | None
+        if run.intent is None and isinstance(clear, dict) and clear.get("reason"):
+            state, reason = RunState.FAILED, str(clear["reason"])
+        elif run.intent is RunState.SUCCEEDED:
+            state, reason = RunState.SUCCEEDED, run.reason
+        elif run.intent is not None:
+            state, reason = run.intent, f"{run.reason} ({what})"
+        elif code == 0:
+            state, reason = RunState.SUCCEEDED, None
+        else:
+            state, reason = (RunState.FAILED if code > 0 else RunState.KILLED), what
+        if run.stalled and state is not RunState.SUCCEEDED:
+            reason = f"{reason}; had no output for {run.spec.stall_after:g}s"
+        run.slot = None
+        self._set(run, state, reason)
+
+    def _busy(self) -> tuple[int, set[int], set[int]]:
+        alive = [r for r in self.runs.values() if r.state.alive]
+        return len(alive), {d for r in alive for d in r.devices}, {r.slot for r in alive if r.slot is not None}
+
+    def _fill(self, now: float) -> None:
+        queued = [r for r in self.runs.values() if r.state is RunState.QUEUED]
+        queued.sort(key=lambda r: not r.priority)
+        for run in queued:
+            count, _, _ = self._busy()
+            if count >= self.max_parallel:
+                return
+            if self.cpu_budget and count:
+                used = sum(_cost(r.spec) for r in self.runs.values() if r.state.alive)
+                if used + _cost(run.spec) > self.cores:
+                    return
+            if not self._start(run):
+                return
+
+    def _start(self, run: _Run) -> bool:
+        """Start `run` if its devices are free; False means: wait (or it failed to start)."""
+        spec = run.spec
+        _, used, slots = self._busy()
+        if spec.devices > len(self.gpus):
+            self._set(run, RunState.FAILED, f"needs {spec.devices} GPU(s), this host has {len(self.gpus)}")
+            return True
+        free = [g for g in self.gpus if g not in used]
+        if len(free) < spec.devices:
+            return False
+        run.devices = tuple(free[: spec.devices])
+        run_dir = self.logdir / spec.run_id
+        env = {**spec.env, "PERFWATCH_MLLOG": str(run_dir / launch.MLLOG_FILE), "PERFWATCH_RUN_ID": spec.run_id,
+               "PERFWATCH_SEED": str(spec.seed), "CUDA_VISIBLE_DEVICES": ",".join(map(str, run.devices))}
+        env.setdefault("OMP_NUM_THREADS", str(spec.threads))
+        if spec.precision:
+            env.setdefault("PERFWATCH_PRECISION", spec.precision)
+        cpus, mem = None, None
+        if spec.isolate == "per_device":
+            run.slot = min(set(range(self.max_parallel + len(slots) + 1)) - slots)
+            cpus, mem = launch.cpu_share(run.slot, self.max_parallel)
+        try:
+            run.proc = launch.start(spec.argv, run_dir, env=env, cwd=spec.cwd, cpus=cpus, mem_bytes=mem,
+                                    cache_clear=spec.cache_clear_cmd, cache_clear_timeout=spec.cache_clear_timeout)
+        except OSError as exc:
+            self._set(run, RunState.FAILED, f"cannot start: {exc}")
+            return True
+        run.record["env_delta"] = env
+        run.started_at = run.active_at = time.time()
+        run.activity, run.priority = (), False
+        self._set(run, RunState.RUNNING, None)
+        return True
+
+    def _set(self, run: _Run, state: RunState, reason: str | None) -> None:
+        run.state, run.reason = state, reason
+        self.events.append((run.spec.run_id, state, reason))
+        self._dirty = True
+
+    def drain_events(self) -> list[tuple[str, RunState, str | None]]:
+        """State changes since the last call (run id, new state, reason), oldest first."""
+        out = list(self.events)
+        self.events.clear()
+        return out
+
+    def _write(self) -> None:
+        for run in self.runs.values():
+            p = run.proc
+            run.record.update(
+                state=str(run.state), attempt=run.attempt, exit_code=run.exit_code, started_at=run.started_at,
+                ended_at=run.ended_at, devices=list(run.devices), stalled=run.stalled, reason=run.reason,
+                pid=p.pid if p else None, pgid=p.pgid if p else None, create_time=p.create_time if p else None,
+                host=socket.gethostname() if p else None, paused_total=run.paused_total,
+                intent=str(run.intent) if run.intent else None,
+            )
+        self.data["runs"] = [r.record for r in self.runs.values()]
+        registry.write(self.logdir, self.data)
+        self._dirty = False

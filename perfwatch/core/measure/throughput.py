@@ -1,0 +1,376 @@
+"""Throughput, MFU and warm-up-discarding statistics over a run.
+
+Semantics (so numbers agree with the tools users compare against):
+- Rolling throughput follows Composer's SpeedMonitor: over the last `window`
+  observations, rate = (samples at the end - samples at the start) / (time at
+  the end - time at the start): a ratio of sums, not a mean of rates. Per-device
+  values are the totals divided by the world size.
+- A sample is a sample: with gradient accumulation a "batch" is one optimizer
+  step of `global_batch_size` samples (which already includes the accumulation
+  and all ranks), so batches/s = samples/s / global_batch_size; accumulation
+  never multiplies or divides the sample rate.
+- MFU = achieved FLOP/s / (peak FLOP/s per device x devices), with achieved =
+  samples/s x FLOPs per sample (forward + backward). Unknown parts give MFU
+  None and a reason, never a guess.
+- Mila-style train_item statistics drop the first `discard` observations
+  (warm-up: compilation, cache filling) before avg/min/max/sd/range.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfwatch.core.measure.peaks import PeakFlops, normalize_dtype, peak_for
+from perfwatch.core.model.run import RunView
+from perfwatch.core.telemetry.jsonl import read_telemetry, summarize_telemetry
+
+DEFAULT_WINDOW = 100  # SpeedMonitor's default window_size
+DEFAULT_DISCARD = 5  # warm-up observations dropped from train_item statistics
+
+NO_FLOPS = (
+    "FLOPs per sample unknown: the workload logs no perfwatch_flops_per_sample "
+    "and the campaign sets no flops_per_sample"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Throughput:
+    """Rates over a window, totals over all devices; `device_*` divide by `world_size`."""
+
+    points: int  # observations in the window
+    seconds: float | None  # time the window spans
+    samples_per_s: float | None
+    batches_per_s: float | None
+    tokens_per_s: float | None
+    flops_per_s: float | None
+    world_size: int = 1
+    full: bool = False  # the window holds `window` observations (SpeedMonitor logs only then)
+
+    def _dev(self, value: float | None) -> float | None:
+        return None if value is None else value / self.world_size
+
+    @property
+    def device_samples_per_s(self) -> float | None:
+        return self._dev(self.samples_per_s)
+
+    @property
+    def device_batches_per_s(self) -> float | None:
+        return self._dev(self.batches_per_s)
+
+    @property
+    def device_tokens_per_s(self) -> float | None:
+        return self._dev(self.tokens_per_s)
+
+    @property
+    def device_flops_per_s(self) -> float | None:
+        return self._dev(self.flops_per_s)
+
+
+def _derived(
+    samples_per_s: float | None,
+    batches_per_s: float | None,
+    *,
+    points: int,
+    seconds: float | None,
+    world_size: int,
+    full: bool,
+    flops_per_sample: float | None,
+    tokens_per_sample: float | None,
+) -> Throughput:
+    sps = samples_per_s
+    return Throughput(
+        points=points,
+        seconds=seconds,
+        samples_per_s=sps,
+        batches_per_s=batches_per_s,
+        tokens_per_s=sps * tokens_per_sample if sps is not None and tokens_per_sample else None,
+        flops_per_s=sps * flops_per_sample if sps is not None and flops_per_sample else None,
+        world_size=max(int(world_size), 1),
+        full=full,
+    )
+
+
+class SpeedWindow:
+    """SpeedMonitor over cumulative counters, for code that sees every step (instrumentation, tests).
+
+    Call `observe` once per logged record with the samples it covers and the
+    optimizer steps it completed (0 for a micro-batch under gradient accumulation).
+    """
+
+    def __init__(self, window: int = DEFAULT_WINDOW) -> None:
+        if window < 2:
+            raise ValueError("window must be >= 2 observations")
+        self.window = window
+        self._obs: deque[tuple[float, float, float, float]] = deque(maxlen=window)
+        self._samples = 0.0
+        self._steps = 0.0
+        self._tokens = 0.0
+
+    def observe(self, time_s: float, samples: float, *, steps: float = 1, tokens: float = 0) -> None:
+        self._samples += samples
+        self._steps += steps
+        self._tokens += tokens
+        self._obs.append((time_s, self._samples, self._steps, self._tokens))
+
+    def rates(self, *, world_size: int = 1, flops_per_sample: float | None = None) -> Throughput:
+        obs = self._obs
+        full = len(obs) == self.window
+        if len(obs) < 2 or obs[-1][0] <= obs[0][0]:
+            return _derived(None, None, points=len(obs), seconds=None, world_size=world_size, full=full,
+                            flops_per_sample=flops_per_sample, tokens_per_sample=None)
+        dt = obs[-1][0] - obs[0][0]
+        sps = (obs[-1][1] - obs[0][1]) / dt
+        tp = _derived(sps, (obs[-1][2] - obs[0][2]) / dt, points=len(obs), seconds=dt,
+                      world_size=world_size, full=full, flops_per_sample=flops_per_sample, tokens_per_sample=None)
+        tokens = obs[-1][3] - obs[0][3]
+        if tokens > 0:
+            return Throughput(tp.points, tp.seconds, tp.samples_per_s, tp.batches_per_s, tokens / dt,
+                              tp.flops_per_s, tp.world_size, tp.full)
+        return tp
+
+
+def window_rate(points: Sequence[tuple[float, float]], window: int = DEFAULT_WINDOW) -> tuple[float | None, float | None]:
+    """(samples/s, seconds spanned) over the last `window` (time_ms, samples/s) points.
+
+    Each point's rate covers the interval since the previous point, so the
+    window's rate is sum(rate x interval) / sum(interval) -- the same ratio of
+    sums as SpeedMonitor. A single point is its own rate.
+    """
+    if not points:
+        return None, None
+    if len(points) == 1:
+        return points[-1][1], None
+    tail = points[-(window + 1):] if window > 0 else points
+    done = 0.0
+    span = 0.0
+    for (t0, _), (t1, rate) in zip(tail, tail[1:], strict=False):
+        dt = (t1 - t0) / 1000.0
+        if dt > 0:
+            done += rate * dt
+            span += dt
+    if span <= 0:
+        return points[-1][1], None
+    return done / span, span
+
+
+def _world(view: RunView, world_size: int | None) -> int:
+    return max(int(world_size or view.world_size or 1), 1)
+
+
+def rolling_throughput(
+    view: RunView,
+    window: int = DEFAULT_WINDOW,
+    *,
+    world_size: int | None = None,
+    flops_per_sample: float | None = None,
+    tokens_per_sample: float | None = None,
+) -> Throughput:
+    """The run's throughput over its last `window` throughput observations.
+
+    `flops_per_sample`/`tokens_per_sample`/`world_size` override what the log says (campaign values).
+    """
+    pts = view.throughput
+    sps, span = window_rate(pts, window)
+    gbs = view.global_batch_size
+    tokens = tokens_per_sample or view.tokens_per_sample
+    tp = _derived(
+        sps,
+        sps / gbs if sps is not None and gbs else None,
+        points=min(len(pts), window),
+        seconds=span,
+        world_size=_world(view, world_size),
+        full=len(pts) > window,
+        flops_per_sample=flops_per_sample or view.flops_per_sample,
+        tokens_per_sample=tokens,
+    )
+    if tp.tokens_per_s is None and not tokens:
+        logged = view.tracked.get("tokens_per_s")  # the workload's own figure, when it logs one
+        if isinstance(logged, int | float) and not isinstance(logged, bool) and math.isfinite(logged):
+            return Throughput(tp.points, tp.seconds, tp.samples_per_s, tp.batches_per_s, float(logged),
+                              tp.flops_per_s, tp.world_size, tp.full)
+    return tp
+
+
+# ---- MFU ---------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Mfu:
+    value: float | None  # 0..1 (can exceed 1 if the peak or the FLOP count is wrong)
+    reason: str | None  # why value is None
+    achieved_flops_per_s: float | None  # all devices together
+    peak_flops_per_s: float | None  # per device x devices
+    devices: int
+    flops_per_sample: float | None
+    flops_source: str | None  # "log" or "campaign"
+    peak: PeakFlops | None
+
+    def text(self) -> str:
+        return "—" if self.value is None else f"{self.value * 100:.1f}%"
+
+
+def mfu_from_rate(
+    samples_per_s: float | None,
+    flops_per_sample: float | None,
+    peak: PeakFlops | None,
+    devices: int,
+    *,
+    flops_source: str | None = None,
+    peak_reason: str | None = None,
+) -> Mfu:
+    """The arithmetic: samples/s x FLOPs/sample / (peak per device x devices)."""
+    devices = max(int(devices), 1)
+    achieved = samples_per_s * flops_per_sample if samples_per_s is not None and flops_per_sample else None
+    total_peak = peak.flops * devices if peak is not None else None
+    reason = None
+    if not flops_per_sample:
+        reason = NO_FLOPS
+    elif peak is None:
+        reason = f"peak FLOP/s unknown: {peak_reason}" if peak_reason else "peak FLOP/s unknown for this device"
+    elif samples_per_s is None:
+        reason = "no throughput measured yet"
+    value = achieved / total_peak if reason is None and achieved is not None and total_peak else None
+    return Mfu(value, reason, achieved, total_peak, devices, flops_per_sample or None,
+               flops_source if flops_per_sample else None, peak)
+
+
+def mfu(
+    view: RunView,
+    peak: PeakFlops | None,
+    devices: int | None = None,
+    *,
+    flops_per_sample: float | None = None,
+    window: int = DEFAULT_WINDOW,
+    peak_reason: str | None = None,
+) -> Mfu:
+    """MFU of a run over its rolling window. `flops_per_sample` = the campaign's override (wins over the log);
+    `devices` defaults to the logged world size, else 1."""
+    fps, source = (flops_per_sample, "campaign") if flops_per_sample else (view.flops_per_sample, "log")
+    sps, _ = window_rate(view.throughput, window)
+    return mfu_from_rate(sps, fps, peak, _world(view, devices), flops_source=source, peak_reason=peak_reason)
+
+
+# ---- Mila-style statistics --------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class ItemStats:
+    """train_item statistics in items/s after dropping `discarded` warm-up observations."""
+
+    count: int
+    discarded: int
+    avg: float | None
+    min: float | None
+    max: float | None
+    sd: float | None  # sample standard deviation (n - 1); 0 for one observation
+    range: float | None
+    unit: str = "items/sec"
+
+
+def warmup_stats(values: Sequence[float], discard: int = DEFAULT_DISCARD) -> ItemStats:
+    """Statistics of `values` without the first `discard` (all None when nothing is left)."""
+    finite = [float(v) for v in values if math.isfinite(v)]
+    kept = finite[max(discard, 0):]
+    dropped = len(finite) - len(kept)
+    if not kept:
+        return ItemStats(0, dropped, None, None, None, None, None)
+    n = len(kept)
+    avg = math.fsum(kept) / n
+    sd = math.sqrt(math.fsum((v - avg) ** 2 for v in kept) / (n - 1)) if n > 1 else 0.0
+    lo, hi = min(kept), max(kept)
+    return ItemStats(n, dropped, avg, lo, hi, sd, hi - lo)
+
+
+def train_item_stats(view: RunView, discard: int = DEFAULT_DISCARD) -> ItemStats:
+    """Mila's train_item over the run's throughput observations (samples/s).
+
+    For very long runs the oldest stored points are averaged pairs (bounded
+    series), so "the first `discard`" then covers more than `discard` records.
+    """
+    return warmup_stats([rate for _, rate in view.throughput], discard)
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputSummary:
+    now: Throughput  # rolling window
+    items: ItemStats  # whole run, warm-up dropped
+    mfu: Mfu | None  # None when no peak was asked for
+
+
+def throughput_summary(
+    view: RunView,
+    window: int = DEFAULT_WINDOW,
+    *,
+    discard: int = DEFAULT_DISCARD,
+    peak: PeakFlops | None = None,
+    devices: int | None = None,
+    flops_per_sample: float | None = None,
+    tokens_per_sample: float | None = None,
+    peak_reason: str | None = None,
+) -> ThroughputSummary:
+    """Everything a runs table row or a report needs about speed, in one call."""
+    now = rolling_throughput(view, window, world_size=devices, flops_per_sample=flops_per_sample,
+                             tokens_per_sample=tokens_per_sample)
+    m = mfu(view, peak, devices, flops_per_sample=flops_per_sample, window=window, peak_reason=peak_reason)
+    return ThroughputSummary(now, train_item_stats(view, discard), m)
+
+
+# ---- report columns ----------------------------------------------------------------------
+def peak_from_telemetry(records: Sequence[Mapping[str, Any]], dtype: str) -> tuple[PeakFlops | None, str]:
+    """The peak of the first GPU a run's telemetry.jsonl names (identified by name, memory, TDP)."""
+    for rec in records:
+        for g in rec.get("gpus") or ():
+            if isinstance(g, dict) and g.get("name"):
+                watts = g.get("power_default_limit_w") or g.get("power_limit_w")
+                return peak_for(g["name"], dtype, mem_total=g.get("mem_total"), power_limit_w=watts)
+        if rec.get("gpu_unavailable"):
+            return None, f"no GPU telemetry: {rec['gpu_unavailable']}"
+    return None, "no GPU in the run's telemetry"
+
+
+def report_extra(
+    view: RunView,
+    *,
+    peak: PeakFlops | None = None,
+    devices: int | None = None,
+    flops_per_sample: float | None = None,
+    window: int = DEFAULT_WINDOW,
+    discard: int = DEFAULT_DISCARD,
+) -> dict[str, Any]:
+    """Columns for `report.run_row(..., extra=...)`: throughput, MFU and the run's telemetry summary.
+
+    Telemetry comes from telemetry.jsonl beside the run's log (a perfwatch LOGDIR run folder);
+    without `peak`, the GPU named there is looked up in the peak table for the run's precision.
+    """
+    folder = Path(view.path).parent if view.path else None
+    records = read_telemetry(folder) if folder is not None else []
+    peak_reason = None
+    if peak is None:
+        peak, peak_reason = peak_from_telemetry(records, normalize_dtype(view.precision))
+    s = throughput_summary(view, window, discard=discard, peak=peak, devices=devices,
+                           flops_per_sample=flops_per_sample, peak_reason=peak_reason)
+    t = summarize_telemetry(records)
+    m = s.mfu
+    return {
+        "samples_per_s_window": s.now.samples_per_s,
+        "device_samples_per_s": s.now.device_samples_per_s,
+        "tokens_per_s": s.now.tokens_per_s,
+        "train_item_avg": s.items.avg,
+        "train_item_sd": s.items.sd,
+        "train_item_min": s.items.min,
+        "train_item_max": s.items.max,
+        "train_item_range": s.items.range,
+        "mfu": m.value if m else None,
+        "mfu_reason": m.reason if m else None,
+        "peak_device": peak.device if peak else None,
+        "telemetry_samples": t.samples,
+        "gpu_util_mean": t.gpu_util_mean,
+        "gpu_util_max": t.gpu_util_max,
+        "gpu_mem_max_gib": t.gpu_mem_max / 1024**3 if t.gpu_mem_max is not None else None,
+        "power_mean_w": t.power_mean_w,
+        "power_max_w": t.power_max_w,
+        "cpu_mean": t.cpu_mean,
+        "rss_max_mib": t.rss_max / 1024**2 if t.rss_max is not None else None,
+        "gpu_unavailable": t.gpu_unavailable,
+    }

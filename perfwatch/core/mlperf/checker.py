@@ -1,0 +1,275 @@
+"""MLPerf's official compliance checker, run in-process on every run log under a folder.
+
+We call `mlperf_logging.compliance_checker.mlp_compliance` exactly as its
+`__main__` does (`make_checker` + `main(file, "training_X/common.yaml", checker)`)
+so the verdict is the official one, not a re-implementation. Two things make
+it safe to call repeatedly from one process: the module keeps a global queue of
+rule files (`enqueued_configs`), which we empty before each file, and it
+reports through the root `logging` logger, which we capture per file. Any
+exception the checker raises on bad input becomes a FAIL with the reason; the
+checker run on its own exits non-zero on the same file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from mlperf_logging.benchmark_meta import get_allowed_benchmarks
+from mlperf_logging.compliance_checker import mlp_compliance
+
+from perfwatch.core.ingest.mllog import TOKEN, parse_path
+from perfwatch.core.mlperf.live_checks import ENQUEUE_KEYS, unsafe_rule_value
+from perfwatch.core.mlperf.targets import RULES_DIR, latest_ruleset, ruleset_from_path, training_rulesets
+from perfwatch.core.model.book import discover
+
+USAGE = "training"
+SNIFF_BYTES = 1 << 16
+_LOCK = threading.RLock()  # the checker's config queue and the root logger are process-global
+# perfwatch's own workloads ship rules that apply MLPerf's common rules to their benchmark names
+PERFWATCH_RULES_DIR = Path(__file__).resolve().parent.parent / "instrument" / "rules"
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """The official verdict for one log file, with the checker's own words."""
+
+    run_id: str
+    path: str
+    ruleset: str | None
+    benchmark: str | None
+    config: str | None  # the rule file the checker started from
+    passed: bool
+    messages: tuple[str, ...] = ()  # the checker's error messages (why it failed)
+    warnings: tuple[str, ...] = ()  # warnings that do not fail the run
+    log: tuple[str, ...] = field(default=(), repr=False)  # everything the checker logged
+    error: str | None = None  # perfwatch could not run the checker, or the checker crashed
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "run_id": self.run_id,
+            "path": self.path,
+            "ruleset": self.ruleset,
+            "benchmark": self.benchmark,
+            "config": self.config,
+            "passed": self.passed,
+            "messages": list(self.messages),
+            "warnings": list(self.warnings),
+            "error": self.error,
+            "log": list(self.log),
+        }
+
+
+# ---- finding logs -----------------------------------------------------------------------------------------
+def _has_records(path: Path) -> bool:
+    """Whether the file holds a `:::MLLOG` token anywhere (read in chunks, never all at once)."""
+    token = TOKEN.rstrip()
+    tail = b""
+    try:
+        with open(path, "rb") as fh:
+            while chunk := fh.read(SNIFF_BYTES):
+                if token in tail + chunk:
+                    return True
+                tail = chunk[-len(token):]
+    except OSError:
+        return False
+    return False
+
+
+def _meant_as_log(path: Path) -> bool:
+    """A run folder's mllog.txt and a results tree's result_N.txt are checked even when empty."""
+    return path.name == "mllog.txt" or (path.name.startswith("result_") and path.suffix == ".txt")
+
+
+def find_logs(root: str | Path) -> list[Path]:
+    """The run logs under `root` (the RunBook's discovery), or `root` itself when it is a file."""
+    root = Path(root)
+    if root.is_file():
+        return [root]
+    return [p for p in discover(root) if _meant_as_log(p) or _has_records(p)]
+
+
+def run_id_for(path: Path, root: Path) -> str:
+    """The RunBook's run id: the run folder for `<run>/mllog.txt`, else the path without `.txt`."""
+    if root.is_file() or root == path:
+        return path.with_suffix("").name if path.suffix in (".txt", ".log") else path.name
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        rel = Path(path.name)
+    if path.name in ("mllog.txt", "output.log"):
+        folder = rel.parent.as_posix()
+        return folder if folder not in ("", ".") else root.name or "run"
+    return rel.with_suffix("").as_posix() if rel.suffix in (".txt", ".log") else rel.as_posix()
+
+
+# ---- which rules --------------------------------------------------------------------------------------------
+def log_facts(path: Path) -> tuple[str | None, str | None, list[str]]:
+    """(submission_benchmark, submission_division) as the log first states them, and unsafe rule names.
+
+    The checker builds rule-file paths from some values (`training_X/open_{benchmark}.yaml`) and
+    executes the code in those files; a value such as `../../x` must never reach it.
+    """
+    try:
+        events, _ = parse_path(str(path))
+    except OSError:
+        return None, None, []
+    bench = division = None
+    unsafe: list[str] = []
+    for ev in events:
+        if ev.key in ENQUEUE_KEYS:
+            if unsafe_rule_value(ev.value):
+                unsafe.append(f"{ev.key}={ev.value!r}")
+            if ev.key == "submission_benchmark" and bench is None and isinstance(ev.value, str):
+                bench = ev.value
+            elif ev.key == "submission_division" and division is None and isinstance(ev.value, str):
+                division = ev.value
+    return bench, division, unsafe
+
+
+def is_official(benchmark: str | None, ruleset: str) -> bool:
+    if not benchmark:
+        return False
+    try:
+        return benchmark in get_allowed_benchmarks(USAGE, ruleset)
+    except (KeyError, ValueError, IndexError):
+        return False
+
+
+def ruleset_for(path: Path, benchmark: str | None, requested: str | None = None) -> str:
+    """The option, else the version in the path, else the latest ruleset that knows the benchmark."""
+    if requested:
+        return requested
+    detected = ruleset_from_path(path)
+    if detected:
+        return detected
+    for rs in reversed(training_rulesets()):
+        if is_official(benchmark, rs):
+            return rs
+    return latest_ruleset()
+
+
+def perfwatch_rules(ruleset: str, benchmark: str) -> Path | None:
+    """perfwatch.instrument's rules file for its own workload names in `ruleset`, if shipped."""
+    try:
+        from perfwatch.instrument.compliance import WORKLOAD_BENCHMARKS, rules_path
+    except ImportError:
+        return None
+    path = rules_path(ruleset)
+    return path if benchmark in WORKLOAD_BENCHMARKS and path.is_file() else None
+
+
+def config_for(ruleset: str, benchmark: str | None) -> str:
+    """The official `training_X/common.yaml`, or perfwatch's rules for its own benchmark names.
+
+    The checker joins the name to its own folder; an absolute path stays as it is.
+    """
+    if benchmark and not is_official(benchmark, ruleset):
+        own = perfwatch_rules(ruleset, benchmark)
+        if own is not None:
+            return str(own)
+    return f"{USAGE}_{ruleset}/common.yaml"
+
+
+# ---- running the official checker ----------------------------------------------------------------------------
+class _Capture(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.lines.append(f"{record.levelname} - {record.getMessage()}")
+        except Exception:  # a malformed log call inside the checker must not abort the check
+            self.lines.append(f"{record.levelname} - {record.msg!r}")
+
+
+@contextlib.contextmanager
+def captured_logs() -> Iterator[list[str]]:
+    """Collect what mlperf_logging's checkers log through the root logger, and only that, meanwhile."""
+    capture = _Capture()
+    with _LOCK:
+        root_logger = logging.getLogger()
+        old_level = root_logger.level
+        root_logger.addHandler(capture)  # also keeps logging.warning() from calling basicConfig()
+        root_logger.setLevel(logging.INFO)
+        try:
+            yield capture.lines
+        finally:
+            root_logger.removeHandler(capture)
+            root_logger.setLevel(old_level)
+
+
+def _split_messages(checker: mlp_compliance.ComplianceChecker) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    errors = (*checker.overwritable.values(), *checker.not_overwritable)
+    return tuple(str(m) for m in errors), tuple(str(m) for m in checker.warnings.values())
+
+
+def check_file(
+    path: str | Path,
+    *,
+    ruleset: str | None = None,
+    root: str | Path | None = None,
+    quiet: bool = False,
+    werror: bool = False,
+) -> CheckResult:
+    """Run the official checker on one file; never raises for bad input."""
+    path = Path(path)
+    run_id = run_id_for(path, Path(root)) if root is not None else path.as_posix()
+    if ruleset is not None and ruleset not in training_rulesets():
+        return CheckResult(run_id, str(path), ruleset, None, None, False,
+                           error=f"unknown ruleset {ruleset!r}; known: {', '.join(training_rulesets())}")
+    if not path.is_file():
+        return CheckResult(run_id, str(path), ruleset, None, None, False, error="not a readable file")
+    benchmark, _division, unsafe = log_facts(path)
+    rs = ruleset_for(path, benchmark, ruleset)
+    config = config_for(rs, benchmark)
+    if unsafe:
+        return CheckResult(run_id, str(path), rs, benchmark, config, False,
+                           error="not run: " + ", ".join(unsafe[:3]) + " would make the official checker load "
+                           "and execute a rule file from outside its package")
+    checker = mlp_compliance.make_checker(USAGE, rs, quiet, werror)
+    error = None
+    with captured_logs() as lines:
+        del mlp_compliance.enqueued_configs[:]
+        try:
+            valid, _, _, _ = mlp_compliance.main(str(path), config, checker)
+        except Exception as exc:  # the checker raises on some malformed records (e.g. no "key")
+            valid = False
+            error = f"the official checker crashed: {type(exc).__name__}: {exc}"
+        finally:
+            del mlp_compliance.enqueued_configs[:]
+    messages, warnings = _split_messages(checker)
+    if benchmark and not is_official(benchmark, rs) and config.startswith(f"{USAGE}_"):
+        messages = (f"{benchmark!r} is not an MLPerf benchmark in ruleset {rs}, and perfwatch ships no rules for it "
+                    f"in this ruleset (see {PERFWATCH_RULES_DIR}): the official checker cannot pass it", *messages)
+    if error is None and not valid and not messages:
+        messages = ("the checker failed without a message (see log)",)
+    return CheckResult(
+        run_id, str(path), rs, benchmark, config, bool(valid) and error is None,
+        messages, warnings, tuple(lines), error,
+    )
+
+
+def check_tree(root: str | Path, *, ruleset: str | None = None) -> list[CheckResult]:
+    """Check every run log under `root`."""
+    root = Path(root)
+    return [check_file(p, ruleset=ruleset, root=root) for p in find_logs(root)]
+
+
+def official_command(path: str | Path, ruleset: str, config: str | None = None) -> list[str]:
+    """The equivalent stand-alone invocation, for users who want to reproduce a verdict."""
+    argv = ["python", "-m", "mlperf_logging.compliance_checker", "--usage", USAGE, "--ruleset", ruleset]
+    if config and not config.startswith(f"{USAGE}_"):
+        argv += ["--config", config]
+    return [*argv, str(path)]
+
+
+__all__ = [
+    "CheckResult", "RULES_DIR", "check_file", "check_tree", "config_for", "find_logs", "official_command",
+    "ruleset_for", "run_id_for",
+]

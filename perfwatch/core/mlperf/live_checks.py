@@ -1,0 +1,416 @@
+"""Compliance checks that can be judged while a run is going, fed event by event.
+
+`perfwatch check` runs MLPerf's official checker on a finished file; this module
+warns *during* a run about what will make that checker fail, so a user can stop
+a doomed run early. It reads the same rule YAMLs the official checker reads
+(common -> division_common -> division_benchmark, following the rule files'
+own `enqueue_config(...)` the way the checker does) and judges:
+
+- the order rules of `common.yaml` (init_start before init_stop, exactly one
+  run_start after init_stop, run_stop after run_start with a `status`), and a
+  second init_start after init_stop/run_start: a log file reused by a relaunch;
+- the init-time budget (`compile_time_mins`, 30 min closed / 240 open in 4.0,
+  read from the ruleset's YAML);
+- every CHECK/FIRST_CHECK expression that only looks at the record itself
+  (`v[...]`), e.g. eval_accuracy metadata present, hyperparameter values;
+- at the end of the run (run_stop seen or `finish()`), the REQ occurrence rules
+  (EXACTLY_ONE duplicated with different values is an error, with equal values a
+  warning, as in the checker) and ATLEAST_ONE_CHECK (the quality target).
+
+Not judged live (documented in docs/outputs.md): CHECKs that use the checker's
+cross-line state `s` other than the order rules above, END blocks, and rule
+files enqueued by a record that comes after run_start.
+
+Cost: the init phase (a few dozen records) is buffered and judged in one go at
+run_start, once the benchmark and division are known; after that, a dict
+lookup per record and nothing for keys no rule mentions.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import CodeType
+from typing import Any
+
+import yaml
+
+from perfwatch.core.ingest.mllog import Event
+from perfwatch.core.mlperf.targets import RULES_DIR, latest_ruleset
+
+MAX_BUFFERED = 50_000  # records before run_start judged at once; past this we judge with what we know
+_IMPURE = re.compile(r"\bs\s*\[|\bs\.|\bll\b|enqueue_config")
+_ENQUEUE = re.compile(r"enqueue_config\(\s*'([^']+)'\s*\.format\(\s*v\['value'\]\s*\)\s*\)")
+_BUDGET = re.compile(r"compile_time_mins'\]\s*=\s*(\d+)\s+if\s+v\['value'\]\s*==\s*'open'\s+else\s+(\d+)")
+ORDER_KEYS = ("init_start", "init_stop", "run_start", "run_stop", "block_start")
+# records whose value names the next rule file (POST: enqueue_config('...{}...'.format(v['value'])))
+ENQUEUE_KEYS = frozenset({"submission_division", "submission_benchmark", "opt_name"})
+_SAFE_RULE_VALUE = re.compile(r"[A-Za-z0-9_.+ -]{1,128}")
+
+
+def unsafe_rule_value(value: Any) -> bool:
+    """A value that would make the checker load (and run) a rule file from outside its package."""
+    return isinstance(value, str) and not (_SAFE_RULE_VALUE.fullmatch(value) and ".." not in value)
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One live verdict: `severity` "error" fails the official checker, "warning" does not."""
+
+    severity: str
+    rule: str
+    message: str
+    time_ms: float | None = None
+
+
+@dataclass(slots=True)
+class KeyRule:
+    """What one rule file says about one key, compiled once."""
+
+    name: str
+    req: str | None
+    checks: tuple[tuple[str, CodeType], ...]
+    first_checks: tuple[tuple[str, CodeType], ...]
+    atleast_one: tuple[str, CodeType] | None
+    enqueue: str | None  # rule file name pattern to load with this key's value
+    budget: tuple[int, int] | None  # (open, closed) init minutes set by this key (submission_division)
+
+
+@dataclass(slots=True)
+class RuleFile:
+    keys: dict[str, KeyRule] = field(default_factory=dict)
+    missing: bool = False
+
+
+def _compile_list(raw: Any) -> tuple[tuple[str, CodeType], ...]:
+    items = raw if isinstance(raw, list) else [raw] if isinstance(raw, str) else []
+    out = []
+    for text in items:
+        text = str(text).strip()
+        if not text or _IMPURE.search(text):
+            continue
+        try:
+            out.append((text, compile(text, "<mlperf rule>", "eval")))
+        except SyntaxError:
+            continue
+    return tuple(out)
+
+
+@functools.cache
+def load_rule_file(path: str) -> RuleFile:
+    """Parse one checker YAML (BaseLoader, as the checker does) into compiled key rules."""
+    try:
+        with open(path) as fh:
+            records = yaml.load(fh, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader)) or []  # libyaml: 10x faster
+    except (OSError, yaml.YAMLError):
+        return RuleFile(missing=True)
+    rf = RuleFile()
+    for record in records:
+        if not isinstance(record, dict) or not isinstance(record.get("KEY"), dict):
+            continue
+        rec = record["KEY"]
+        name = rec.get("NAME")
+        if not isinstance(name, str):
+            continue
+        post = rec.get("POST") if isinstance(rec.get("POST"), str) else ""
+        m = _ENQUEUE.search(post)
+        b = _BUDGET.search(post)
+        alo = _compile_list(rec.get("ATLEAST_ONE_CHECK"))
+        req = rec.get("REQ")
+        rf.keys[name] = KeyRule(
+            name=name,
+            req=req.strip() if isinstance(req, str) else None,
+            checks=_compile_list(rec.get("CHECK")),
+            first_checks=_compile_list(rec.get("FIRST_CHECK")),
+            atleast_one=alo[0] if alo else None,
+            enqueue=m.group(1) if m else None,
+            budget=(int(b.group(1)), int(b.group(2))) if b else None,
+        )
+    return rf
+
+
+def rule_path(config: str) -> str:
+    """Resolve a config name the way the checker does (relative to its package; absolute stays)."""
+    return str(Path(RULES_DIR) / config)
+
+
+def init_budget_minutes(ruleset: str, division: str) -> int | None:
+    """The init-time budget the ruleset's common.yaml gives a division (None if it sets none)."""
+    rule = load_rule_file(rule_path(f"training_{ruleset}/common.yaml")).keys.get("submission_division")
+    if rule is None or rule.budget is None:
+        return None
+    return rule.budget[0] if division == "open" else rule.budget[1]
+
+
+def _v(ev: Event) -> dict[str, Any]:
+    return {"value": ev.value, "metadata": ev.md}
+
+
+_EVAL_GLOBALS = {"math": math, "is_integer": lambda x: abs(round(x) - x) < 0.00001}
+
+
+class LiveChecker:
+    """Incremental compliance findings for one run log; `apply` on one thread."""
+
+    def __init__(self, ruleset: str | None = None, config: str | None = None) -> None:
+        """`ruleset`/`config` None: chosen at run_start from the log, as `perfwatch check` chooses them."""
+        self._requested = (ruleset, config)
+        self.version = 0
+        self.reset()
+
+    def reset(self) -> None:
+        """The log was truncated or replaced: start over."""
+        self.ruleset = self._requested[0] or latest_ruleset()
+        self.config = self._requested[1]
+        self._buffer: list[Event] | None = []
+        self._rules: dict[str, KeyRule] = {}
+        self._loaded: list[str] = []
+        self._alternatives: list[tuple[str, ...]] = []
+        self._counts: dict[str, int] = {}
+        self._first: dict[str, Any] = {}
+        self._differs: set[str] = set()
+        self._first_checked: set[str] = set()
+        self._alo_hits: set[str] = set()
+        self._found: list[Finding] = []
+        self._seen: set[tuple[str, str]] = set()
+        self._bad_lines = 0
+        self._finished = False
+        self._state = {"init_started": False, "init_stopped": False, "run_started": False, "run_stopped": False}
+        self._first_init: float | None = None
+        self._budget_min = 0  # as the checker: 0 until submission_division sets it
+        self._cache: tuple[Finding, ...] | None = None
+        self.version += 1
+
+    # ---- ingest --------------------------------------------------------------------------------------------
+    def apply(self, events: Iterable[Event]) -> None:
+        if self._buffer is None:
+            self._judge_all(events)
+            return
+        buffer = self._buffer
+        it = iter(events)
+        for ev in it:
+            buffer.append(ev)
+            if ev.key == "run_start" or len(buffer) >= MAX_BUFFERED:
+                self._flush()
+                self._judge_all(it)  # the rest of this batch
+                return
+
+    def _judge_all(self, events: Iterable[Event]) -> None:
+        get = self._rules.get  # the hot path: one dict lookup for a key no rule mentions
+        judge = self._judge
+        for ev in events:
+            rule = get(ev.key)
+            if rule is not None:
+                judge(ev, rule)
+
+    def _flush(self) -> None:
+        """Load the rule chain the buffered init records select, then judge them in order."""
+        buffer = self._buffer or []
+        self._buffer = None
+        firsts: dict[str, Any] = {}
+        for ev in buffer:
+            firsts.setdefault(ev.key, ev.value)
+        if self.config is None:
+            from perfwatch.core.mlperf import checker as compliance  # (it imports this module)
+
+            bench = firsts.get("submission_benchmark")
+            bench = bench if isinstance(bench, str) else None
+            self.ruleset = compliance.ruleset_for(Path(), bench, self._requested[0])
+            self.config = compliance.config_for(self.ruleset, bench)
+        self._load(self.config)
+        progress = True
+        while progress:  # rule files enqueue others from a key's value (division, benchmark, optimizer)
+            progress = False
+            for rule in list(self._rules.values()):
+                if rule.enqueue and rule.name in firsts:
+                    value = firsts[rule.name]
+                    if unsafe_rule_value(value):
+                        self._add("error", "config", f"{rule.name}={value!r} names no rule file; perfwatch "
+                                  "will not load rules from such a path", None)
+                        continue
+                    progress |= self._load(rule.enqueue.format(value))
+        self._judge_all(buffer)
+        self.version += 1
+
+    def _load(self, config: str) -> bool:
+        if config in self._loaded:
+            return False
+        self._loaded.append(config)
+        rf = load_rule_file(rule_path(config))
+        if rf.missing:
+            self._add("error", "config", f"Could not find config file: {config}", None)
+            return True
+        self._rules.update(rf.keys)  # a later file overrides an earlier one's rules for a key, as in the checker
+        for rule in rf.keys.values():
+            if rule.req and rule.req.startswith("AT_LEAST_ONE_OR("):
+                alts = tuple(sorted({rule.name, *(a.strip() for a in rule.req[16:-1].split(","))}))
+                if alts not in self._alternatives:
+                    self._alternatives.append(alts)
+        return True
+
+    def note_bad_lines(self, total: int) -> None:
+        """The parser's count of lines that carry `:::MLLOG` but do not decode."""
+        if total != self._bad_lines:
+            self._bad_lines = total
+            self._cache = None
+            self.version += 1
+
+    def finish(self) -> None:
+        """The log is complete (the run's process ended): judge end-of-run rules even without run_stop."""
+        if self._buffer is not None:
+            self._flush()
+        if not self._finished:
+            self._finished = True
+            self._cache = None
+            self.version += 1
+
+    # ---- rules ---------------------------------------------------------------------------------------------
+    def _add(self, severity: str, rule: str, message: str, t: float | None) -> None:
+        if (rule, message) in self._seen:
+            return
+        self._seen.add((rule, message))
+        self._found.append(Finding(severity, rule, message, t))
+        self._cache = None
+        self.version += 1
+
+    def _eval(self, ev: Event, checks: tuple[tuple[str, CodeType], ...], rule: str) -> None:
+        local = {"v": _v(ev)}
+        for text, code in checks:
+            try:
+                ok = eval(code, _EVAL_GLOBALS, local)
+            except Exception:
+                ok = False
+            if not ok:
+                self._add("error", rule, f"CHECK for '{ev.key}' failed: {text}", ev.time_ms)
+
+    def _judge(self, ev: Event, rule: KeyRule) -> None:
+        key = ev.key
+        n = self._counts[key] = self._counts.get(key, 0) + 1
+        self._cache = None
+        if n == 1:
+            self._first[key] = ev.value
+        elif key not in self._differs and ev.value != self._first.get(key):
+            self._differs.add(key)
+        if key in ORDER_KEYS:
+            self._order(ev)
+        if key == "submission_division" and n == 1 and rule.budget is not None:
+            self._budget_min = rule.budget[0] if ev.value == "open" else rule.budget[1]
+        if rule.checks and not (n > 1 and key.startswith("submission_")):
+            self._eval(ev, rule.checks, f"check:{key}")
+        if rule.first_checks and key not in self._first_checked:
+            self._first_checked.add(key)
+            self._eval(ev, rule.first_checks, f"check:{key}")
+        if rule.atleast_one is not None and key not in self._alo_hits:
+            try:
+                hit = eval(rule.atleast_one[1], _EVAL_GLOBALS, {"v": _v(ev)})
+            except Exception:
+                hit = False
+                self._add("error", f"target:{key}", f"the official checker cannot evaluate {key}={ev.value!r}",
+                          ev.time_ms)
+            if hit:
+                self._alo_hits.add(key)
+
+    def _order(self, ev: Event) -> None:
+        s = self._state
+        key, t = ev.key, ev.time_ms
+        if key == "init_start":
+            if s["init_stopped"] or s["run_started"]:
+                self._add("error", "relaunch", "init_start after init_stop/run_start: two init_start … "
+                          "sequences in one file (a log file reused by a relaunch?)", t)
+            s["init_started"] = True
+            self._first_init = t if self._first_init is None else min(self._first_init, t)
+        elif key == "init_stop":
+            if not s["init_started"]:
+                self._add("error", "order", "init_stop without an init_start before it", t)
+            if s["run_started"]:
+                self._add("error", "order", "init_stop after run_start", t)
+            if self._first_init is not None and t - self._first_init >= self._budget_min * 60_000:
+                if self._budget_min == 0:
+                    msg = "init_stop before submission_division: the checker's init budget is then 0 min"
+                else:
+                    took = (t - self._first_init) / 60_000
+                    msg = f"init took {took:.1f} min, over the {self._budget_min} min budget of this division"
+                self._add("error", "init_budget", msg, t)
+            s["init_stopped"] = True
+        elif key == "run_start":
+            if not s["init_stopped"]:
+                self._add("error", "order", "run_start before init_stop", t)
+            s["run_started"] = True
+        elif key == "run_stop":
+            self.version += 1  # end-of-run rules are judged from now on
+            if not s["run_started"]:
+                self._add("error", "order", "run_stop without a run_start before it", t)
+            md = ev.md
+            if not isinstance(md, dict) or "status" not in md:
+                self._add("error", "run_stop_status", "run_stop has no status in its metadata", t)
+            s["run_stopped"] = True
+        elif key == "block_start" and not s["run_started"]:
+            self._add("error", "order", "block_start before run_start", t)
+
+    def _end_findings(self) -> list[Finding]:
+        out: list[Finding] = []
+        counts = self._counts
+        for name, rule in self._rules.items():
+            n = counts.get(name, 0)
+            req = rule.req
+            if req == "EXACTLY_ONE" and n != 1:
+                if n and name not in self._differs:
+                    out.append(Finding("warning", "exactly_one", f"Required EXACTLY_ONE occurrence of '{name}' "
+                                       f"but found {n} (same value: the checker only warns)"))
+                else:
+                    extra = " with different values (a log reused by a relaunch?)" if n else ""
+                    out.append(Finding("error", "exactly_one",
+                                       f"Required EXACTLY_ONE occurrence of '{name}' but found {n}{extra}"))
+            elif req == "AT_LEAST_ONE" and n < 1:
+                out.append(Finding("error", "required", f"Required AT_LEAST_ONE occurrence of '{name}' but found 0"))
+            elif req and req.startswith("AT_LEAST(") and req[9:-1].isdigit() and n < int(req[9:-1]):
+                out.append(Finding("error", "required", f"Required {req} occurrence of '{name}' but found {n}"))
+            if rule.atleast_one is not None and n and name not in self._alo_hits:  # n == 0: the REQ rule says it
+                out.append(Finding("error", "target", f"Failed checks for {name} : {rule.atleast_one[0]}"))
+        for alts in self._alternatives:
+            if not any(counts.get(k) for k in alts):
+                names = " or ".join(f"'{k}'" for k in alts)
+                out.append(Finding("error", "required", f"Required AT_LEAST_ONE occurrence of {names}"))
+        return out
+
+    # ---- results -------------------------------------------------------------------------------------------
+    @property
+    def complete(self) -> bool:
+        """True once end-of-run rules are judged (run_stop seen or `finish()` called)."""
+        return self._finished or self._state["run_stopped"]
+
+    def findings(self) -> tuple[Finding, ...]:
+        if self._cache is not None:
+            return self._cache
+        out = list(self._found)
+        if self._bad_lines:
+            out.append(Finding("error", "parse", f"{self._bad_lines} line(s) carry :::MLLOG but do not parse: "
+                               "the official checker fails logs with parsing errors"))
+        if self._buffer is None and self.complete:
+            out.extend(self._end_findings())
+        self._cache = tuple(out)
+        return self._cache
+
+    def errors(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings() if f.severity == "error")
+
+    @property
+    def passed(self) -> bool | None:
+        """The expected official verdict once the run is complete; None before."""
+        if not self.complete:
+            return None if not self.errors() else False
+        return not self.errors()
+
+
+def check_events(events: Iterable[Event], ruleset: str | None = None, config: str | None = None,
+                 bad_lines: int = 0) -> LiveChecker:
+    """A finished log's live verdict (what `report` shows for static files)."""
+    checker = LiveChecker(ruleset, config)
+    checker.apply(events)
+    checker.note_bad_lines(bad_lines)
+    checker.finish()
+    return checker

@@ -1,0 +1,237 @@
+"""`perfwatch report`: per-run results and per-benchmark olympic scores, rendered four ways.
+
+The JSON form is the stable one (documented in docs/report.md); table, markdown and csv
+are renderings of the same rows.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfwatch.core.mlperf.scores import MS_PER_MINUTE, BenchmarkScore, score_runs
+from perfwatch.core.model.book import RunBook
+from perfwatch.core.model.run import RunView
+
+_REPEAT_SUFFIX = re.compile(r"\.r\d+$")
+_RESULT_NAME = re.compile(r"result_\d+$")
+
+
+def status_of(view: RunView) -> str:
+    """One word a user reads: success / aborted / running / no run_stop ..."""
+    if view.run_status is not None:
+        return view.run_status
+    if view.phase in ("running", "eval"):
+        return "running"
+    if view.phase == "init":
+        return "initializing"
+    return "no run_start" if view.run_start_ms is None else "no run_stop"
+
+
+def group_of(view: RunView) -> str:
+    """Runs that form one score: a results folder, or the repeats of one launched configuration."""
+    rid = view.run_id
+    folder, _, name = rid.rpartition("/")
+    if _RESULT_NAME.match(name):
+        return folder or "."
+    return _REPEAT_SUFFIX.sub("", rid)
+
+
+def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]] | None = None) -> dict[str, Any]:
+    try:
+        rel = Path(view.path).relative_to(root).as_posix()
+    except ValueError:
+        rel = view.path
+    ttt = view.time_to_train_ms
+    stats = view.throughput_stats
+    row: dict[str, Any] = {
+        "path": rel,
+        "run_id": view.run_id,
+        "benchmark": view.benchmark,
+        "status": status_of(view),
+        "target_reached": view.target_reached if view.target is not None else None,
+        "converged": view.converged,
+        "time_to_train_ms": ttt,
+        "time_to_train_min": ttt / MS_PER_MINUTE if ttt is not None else None,
+        "target": view.target.describe() if view.target else None,
+        "best_eval": view.best_eval,
+        "evals": len(view.evals),
+        "throughput_mean": stats.mean if stats.count else None,
+        "throughput_min": stats.min if stats.count else None,
+        "throughput_max": stats.max if stats.count else None,
+        "throughput_source": view.throughput_source,
+        "seed": view.seed,
+        "global_batch_size": view.global_batch_size,
+        "bad_lines": view.bad_count,
+        "compliance": None if view.compliance_ok is None else ("pass" if view.compliance_ok else "fail"),
+        "findings": [f"{f.severity}: {f.message}" for f in view.findings][:20],
+    }
+    if extra is not None:
+        row.update(extra(view))
+    return row
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    runs: list[dict[str, Any]]
+    benchmarks: list[dict[str, Any]]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"runs": self.runs, "benchmarks": self.benchmarks}
+
+
+def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = None) -> Report:
+    views = book.views()
+    rows = [run_row(v, book.root, extra) for v in views]
+    groups: dict[str, list[RunView]] = {}
+    for v in views:
+        groups.setdefault(group_of(v), []).append(v)
+    benches: list[dict[str, Any]] = []
+    for folder, members in groups.items():
+        bench = next((v.benchmark for v in members if v.benchmark), None)
+        scored: BenchmarkScore = score_runs(
+            bench,
+            [(v.run_id, v.time_to_train_ms / MS_PER_MINUTE if v.converged and v.time_to_train_ms else None)
+             for v in members],
+        )
+        benches.append(
+            {
+                "folder": folder,
+                "benchmark": bench,
+                "runs": scored.runs,
+                "converged": scored.converged,
+                "dropped": list(scored.dropped),
+                "score_minutes": scored.score_minutes,
+                "note": scored.note,
+            }
+        )
+    return Report(rows, benches)
+
+
+def metrics_columns(*, measure_cpu_peak: bool = True) -> Callable[[RunView], dict[str, Any]]:
+    """Throughput-now, MFU and telemetry columns (core/metrics); CPU runs use the measured host peak."""
+    from perfwatch.core.measure import peaks as flops
+    from perfwatch.core.measure import throughput as metrics
+
+    cpu_peaks: dict[str, Any] = {}
+
+    def extra(view: RunView) -> dict[str, Any]:
+        peak = None
+        device = view.params.get("perfwatch_device")
+        if measure_cpu_peak and view.flops_per_sample and isinstance(device, str) and device.startswith("cpu"):
+            dtype = flops.normalize_dtype(view.precision)
+            threads = view.params.get("perfwatch_threads")
+            threads = threads if isinstance(threads, int) and threads > 0 else None
+            key = f"{dtype}/{threads}"
+            if key not in cpu_peaks:
+                try:  # measured once per host, dtype and thread count, then cached
+                    cpu_peaks[key] = flops.cpu_peak(dtype, threads=threads)
+                except (ImportError, ValueError, RuntimeError):
+                    cpu_peaks[key] = None
+            peak = cpu_peaks[key]
+        return metrics.report_extra(view, peak=peak)
+
+    return extra
+
+
+# ---- renderers ------------------------------------------------------------------
+
+def _fmt(value: Any, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        if math.isnan(value):
+            return "—"
+        return f"{value:,.{digits}f}"
+    return str(value)
+
+
+RUN_COLUMNS: list[tuple[str, str, int]] = [
+    ("run_id", "run", 0),
+    ("benchmark", "benchmark", 0),
+    ("status", "status", 0),
+    ("target_reached", "target", 0),
+    ("time_to_train_min", "TTT min", 3),
+    ("best_eval", "best eval", 4),
+    ("throughput_mean", "samples/s", 1),
+    ("samples_per_s_window", "now", 1),
+    ("mfu", "MFU", 1),
+    ("cpu_mean", "CPU %", 0),
+    ("gpu_util_mean", "GPU %", 0),
+    ("power_mean_w", "W", 0),
+    ("compliance", "rules", 0),
+    ("bad_lines", "bad", 0),
+]
+BENCH_COLUMNS: list[tuple[str, str, int]] = [
+    ("folder", "folder", 0),
+    ("benchmark", "benchmark", 0),
+    ("runs", "runs", 0),
+    ("converged", "ok", 0),
+    ("score_minutes", "score min", 3),
+    ("note", "note", 0),
+]
+
+
+_FRACTIONS_AS_PERCENT = frozenset({"mfu"})  # JSON keeps the fraction; tables show a percentage
+
+
+def _cell(row: dict[str, Any], key: str, digits: int) -> str:
+    value = row.get(key)
+    if key in _FRACTIONS_AS_PERCENT and isinstance(value, float):
+        return f"{value * 100:.{digits}f}%"
+    return _fmt(value, digits)
+
+
+def _cells(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> list[list[str]]:
+    return [[_cell(r, k, d) for k, _, d in columns] for r in rows]
+
+
+def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
+    head = [h for _, h, _ in columns]
+    body = _cells(rows, columns)
+    widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(head)]
+    numeric = [d > 0 or k in ("runs", "converged", "bad_lines") for k, _, d in columns]
+
+    def line(cells: list[str]) -> str:
+        return "  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(cells, widths, numeric, strict=True)).rstrip()
+
+    out = [line(head), line(["-" * w for w in widths])]
+    out += [line(r) for r in body]
+    return "\n".join(out)
+
+
+def _markdown(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
+    head = [h for _, h, _ in columns]
+    out = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in _cells(rows, columns)]
+    return "\n".join(out)
+
+
+def render(report: Report, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(report.as_dict(), indent=2, default=str)
+    if fmt == "csv":
+        buf = io.StringIO()
+        keys = list(report.runs[0].keys()) if report.runs else [k for k, _, _ in RUN_COLUMNS]
+        writer = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
+        writer.writeheader()
+        for row in report.runs:
+            writer.writerow(row)
+        return buf.getvalue().rstrip("\n")
+    if fmt == "markdown":
+        return (
+            "## Runs\n\n" + _markdown(report.runs, RUN_COLUMNS)
+            + "\n\n## Benchmarks\n\n" + _markdown(report.benchmarks, BENCH_COLUMNS)
+        )
+    return "RUNS\n" + _table(report.runs, RUN_COLUMNS) + "\n\nBENCHMARKS (olympic time-to-train)\n" + _table(
+        report.benchmarks, BENCH_COLUMNS
+    )

@@ -1,0 +1,191 @@
+"""Per-run telemetry files: LOGDIR/<run>/telemetry.jsonl, one JSON object per sample.
+
+A run's share of a snapshot is its process tree (CPU %, RSS) and its GPUs:
+those named by its CUDA_VISIBLE_DEVICES indices, or, when it is not pinned, the
+GPUs its processes are using. Written by the telemetry thread while the run
+lives, so `attach` shows history and a finished run keeps its record; read back
+tolerantly (a line cut short by a crash is skipped, never fatal).
+
+Record (keys absent when unknown):
+    {"time": 1732230000.5, "run": "mlp.bs32.r0", "cpu_percent": 187.5, "rss": 734003200,
+     "nprocs": 3, "pids": [..], "gpus": [{"index": 0, "name": ..., "util_sm": 97.0, "mem_used": ..., "power_w": ...,
+     "run_mem": <bytes used by this run's processes on that GPU>, "na": {"field": "reason"}}],
+     "gpu_unavailable": "NVML library not found: ...", "host_cpu_percent": 53.1, "host_mem_used": ...}
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfwatch.core.telemetry.types import GpuSample, ProcTree, RunResources, Snapshot
+
+FILENAME = "telemetry.jsonl"
+
+_GPU_KEYS = (
+    "name", "uuid", "util_sm", "util_mem", "mem_used", "mem_total", "power_w", "power_limit_w",
+    "power_default_limit_w", "temp_c", "sm_clock", "mem_clock",
+)
+
+
+def _gpu_record(gpu: GpuSample, pids: set[int]) -> dict[str, Any]:
+    rec: dict[str, Any] = {"index": gpu.index}
+    for key in _GPU_KEYS:
+        value = getattr(gpu, key)
+        if value is not None:
+            rec[key] = value
+    if gpu.throttle is not None:
+        rec["throttle"] = list(gpu.throttle)
+    if gpu.processes is not None:
+        mine = [p.used_mem for p in gpu.processes if p.pid in pids]
+        if mine:
+            rec["run_mem"] = sum(m for m in mine if m is not None)
+    if gpu.unavailable:
+        rec["na"] = dict(gpu.unavailable)
+    return rec
+
+
+def select_gpus(snap: Snapshot, res: RunResources, tree: ProcTree | None) -> list[GpuSample]:
+    """The run's GPUs: by its pinned indices, else those running any of its processes."""
+    if snap.gpu is None or not snap.gpu.available:
+        return []
+    if res.gpu_indices is not None:
+        wanted = set(res.gpu_indices)
+        return [g for g in snap.gpu.gpus if g.index in wanted]
+    pids = set(tree.pids if tree is not None else res.pids)
+    return [g for g in snap.gpu.gpus if g.processes and any(p.pid in pids for p in g.processes)]
+
+
+def run_record(snap: Snapshot, run_id: str, res: RunResources) -> dict[str, Any] | None:
+    """The run's share of `snap`, or None when its processes are all gone (nothing to record)."""
+    tree = snap.runs.get(run_id)
+    if tree is not None and not tree.alive:
+        return None
+    rec: dict[str, Any] = {"time": round(snap.time, 3), "run": run_id}
+    if tree is not None:
+        rec["nprocs"] = len(tree.pids)
+        rec["pids"] = list(tree.pids)
+        if tree.cpu_percent is not None:
+            rec["cpu_percent"] = round(tree.cpu_percent, 2)
+        if tree.rss is not None:
+            rec["rss"] = tree.rss
+    pids = set(tree.pids) if tree is not None else set(res.pids)
+    rec["gpus"] = [_gpu_record(g, pids) for g in select_gpus(snap, res, tree)]
+    if snap.gpu is not None and not snap.gpu.available:
+        rec["gpu_unavailable"] = snap.gpu.reason
+    if snap.host is not None:
+        if snap.host.cpu_percent is not None:
+            rec["host_cpu_percent"] = round(snap.host.cpu_percent, 2)
+        if snap.host.mem_used is not None:
+            rec["host_mem_used"] = snap.host.mem_used
+    return rec
+
+
+def append_record(folder: Path, record: Mapping[str, Any]) -> None:
+    """Append one line; a single write() of a complete line, so readers never see half a record
+    unless the process dies inside the write (then `read_telemetry` skips it)."""
+    line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
+    fd = os.open(folder / FILENAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
+
+
+def read_telemetry(path: str | Path) -> list[dict[str, Any]]:
+    """All records of a telemetry.jsonl (file or run folder); truncated or garbled lines are skipped."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / FILENAME
+    try:
+        data = p.read_bytes()
+    except OSError:
+        return []
+    out: list[dict[str, Any]] = []
+    for raw in data.split(b"\n"):
+        if not raw.strip():
+            continue
+        try:
+            obj = json.loads(raw)
+        except ValueError:
+            continue
+        if isinstance(obj, dict):
+            out.append(obj)
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class TelemetrySummary:
+    """What a report shows per run. GPU figures are over the run's GPUs; None = never measured."""
+
+    samples: int
+    duration_s: float | None
+    gpus: int
+    gpu_util_mean: float | None  # percent, mean over samples and GPUs
+    gpu_util_max: float | None
+    gpu_mem_max: int | None  # bytes, highest used memory seen on any of the run's GPUs
+    power_mean_w: float | None  # sum over the run's GPUs, mean over samples
+    power_max_w: float | None
+    cpu_mean: float | None  # process-tree CPU %, 100 = one core
+    cpu_max: float | None
+    rss_max: int | None
+    gpu_unavailable: str | None  # why there is no GPU data, when there is none
+
+
+def _mean(xs: list[float]) -> float | None:
+    return math.fsum(xs) / len(xs) if xs else None
+
+
+def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummary:
+    times: list[float] = []
+    utils: list[float] = []
+    mems: list[int] = []
+    powers: list[float] = []
+    cpus: list[float] = []
+    rsss: list[int] = []
+    gpu_ids: set[Any] = set()
+    reason = None
+    n = 0
+    for rec in records:
+        n += 1
+        t = rec.get("time")
+        if isinstance(t, int | float):
+            times.append(float(t))
+        if isinstance(rec.get("cpu_percent"), int | float):
+            cpus.append(float(rec["cpu_percent"]))
+        if isinstance(rec.get("rss"), int):
+            rsss.append(rec["rss"])
+        if isinstance(rec.get("gpu_unavailable"), str):
+            reason = rec["gpu_unavailable"]
+        tick_power = []
+        for g in rec.get("gpus") or ():
+            if not isinstance(g, dict):
+                continue
+            gpu_ids.add(g.get("uuid") or g.get("index"))
+            if isinstance(g.get("util_sm"), int | float):
+                utils.append(float(g["util_sm"]))
+            if isinstance(g.get("mem_used"), int):
+                mems.append(g["mem_used"])
+            if isinstance(g.get("power_w"), int | float):
+                tick_power.append(float(g["power_w"]))
+        if tick_power:
+            powers.append(math.fsum(tick_power))
+    return TelemetrySummary(
+        samples=n,
+        duration_s=(max(times) - min(times)) if len(times) > 1 else None,
+        gpus=len(gpu_ids),
+        gpu_util_mean=_mean(utils),
+        gpu_util_max=max(utils) if utils else None,
+        gpu_mem_max=max(mems) if mems else None,
+        power_mean_w=_mean(powers),
+        power_max_w=max(powers) if powers else None,
+        cpu_mean=_mean(cpus),
+        cpu_max=max(cpus) if cpus else None,
+        rss_max=max(rsss) if rsss else None,
+        gpu_unavailable=reason if not gpu_ids else None,
+    )

@@ -1,0 +1,277 @@
+"""`--headless`: plain progress lines on stdout, a final table, exit 0 only if every run succeeded.
+
+For CI and ssh sessions without a TTY. Same data path as the TUI: LogWatcher -> queue ->
+RunBook on this thread; the controller is polled on the same loop so `exit_at_target`
+sees the latest views.
+
+Logs nobody controls (an MLPerf results tree, a folder a cluster job is writing) are
+followed live: a line when a run appears, starts, reports an eval result or logs
+`run_stop`, until every run found has logged `run_stop` (or Ctrl-C / SIGTERM); with
+`once` they are read once and reported. A perfwatch LOGDIR watched with `--no-control`
+is followed through its perfwatch.json, read-only, until every run has ended.
+"""
+
+from __future__ import annotations
+
+import queue
+import signal
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, TextIO
+
+from perfwatch.core.control import registry
+from perfwatch.core.control.controller import ClientController, Controller, ProcInfo, RunState
+from perfwatch.core.control.scheduler import Scheduler
+from perfwatch.core.engine import Session
+from perfwatch.core.ingest.watch import LogWatcher
+from perfwatch.core.model.book import RunBook, discover
+from perfwatch.core.model.run import RunView
+
+if TYPE_CHECKING:
+    from perfwatch.core.model.view import EvalPoint
+
+LAST_LINES = 5
+
+
+def _fmt_s(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    seconds = max(0.0, seconds)
+    return f"{seconds:.1f}s" if seconds < 120 else f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
+
+
+def _eval_text(view: RunView | None) -> str:
+    if view is None or view.last_eval is None:
+        return ""
+    text = f"{view.target.key if view.target else 'eval'} {view.last_eval:.4g}"
+    if view.target is not None:
+        text += f" ({'reached' if view.target_reached else 'target'} {view.target.describe()})"
+    return text
+
+
+class _Printer:
+    def __init__(self, out: TextIO, t0: float) -> None:
+        self.out, self.t0 = out, t0
+        self.last: dict[str, RunState] = {}
+
+    def line(self, text: str) -> None:
+        print(f"[{_fmt_s(time.time() - self.t0):>7}] {text}", file=self.out, flush=True)
+
+    def changes(self, procs: Mapping[str, ProcInfo], book: RunBook) -> None:
+        for rid, info in procs.items():
+            if self.last.get(rid) is info.state:
+                continue
+            first = rid not in self.last
+            self.last[rid] = info.state
+            if first and info.state is RunState.QUEUED:
+                continue
+            run = book.get(rid)
+            parts = [f"{rid:<24} {info.state.value:<9}"]
+            if info.state is RunState.RUNNING and info.pid:
+                parts.append(f"pid {info.pid}" + (f" attempt {info.attempt}" if info.attempt > 1 else ""))
+            if info.reason:
+                parts.append(info.reason)
+            if info.state.terminal and run is not None:
+                parts.append(_eval_text(run.view()))
+            self.line("  ".join(p for p in parts if p))
+            if info.state in (RunState.FAILED, RunState.KILLED, RunState.TIMEOUT, RunState.UNKNOWN):
+                for text in info.last_output[-LAST_LINES:]:
+                    print(f"{'':>10}| {text}", file=self.out, flush=True)
+
+    def status(self, procs: Mapping[str, ProcInfo]) -> None:
+        counts: dict[str, int] = {}
+        for info in procs.values():
+            counts[info.state.value] = counts.get(info.state.value, 0) + 1
+        self.line("status: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+
+
+def final_book(session: Session) -> RunBook:
+    """Every log read once from disk, so the table never misses the watcher's last batch."""
+    book = RunBook(session.book.root, ruleset=session.book.ruleset, targets=session.book.targets)
+    for path in discover(session.book.root):
+        try:
+            book.feed_file(path, path.read_bytes())
+        except OSError:
+            continue
+    return book
+
+
+def summary(procs: Mapping[str, ProcInfo], book: RunBook, out: TextIO) -> bool:
+    """Print the final per-run table; True if every run succeeded."""
+    header = f"{'run':<24} {'state':<9} {'exit':>5} {'target':<8} {'time-to-train':>13} {'attempt':>7}  reason"
+    print(header, file=out)
+    print("-" * len(header), file=out)
+    ok = bool(procs)
+    for rid, info in procs.items():
+        run = book.get(rid)
+        view = run.view() if run is not None else None
+        reached = "-" if view is None or view.target is None else ("yes" if view.target_reached else "no")
+        ttt = view.time_to_train_ms / 1000 if view and view.time_to_train_ms is not None else None
+        code = "-" if info.exit_code is None else str(info.exit_code)
+        print(f"{rid:<24} {info.state.value:<9} {code:>5} {reached:<8} {_fmt_s(ttt):>13} {info.attempt:>7}  "
+              f"{info.reason or ''}", file=out)
+        ok = ok and info.state is RunState.SUCCEEDED
+    print(f"{'all runs succeeded' if ok else 'NOT all runs succeeded'}", file=out, flush=True)
+    return ok
+
+
+class _LogPrinter:
+    """Progress lines for runs known only from their logs: appeared, started, eval, run_stop."""
+
+    def __init__(self, printer: _Printer) -> None:
+        self.p = printer
+        self.seen: dict[str, tuple[str, int]] = {}  # run id -> (phase, evals printed)
+
+    def snapshot(self, book: RunBook) -> None:
+        views = book.views()
+        self.p.line(f"{len(views)} runs so far, waiting for run_stop" if views else "no runs yet, waiting for logs")
+        for v in views:
+            self.seen[v.run_id] = (v.phase, len(v.evals))
+            self.p.line("  ".join(x for x in (f"{v.run_id:<24} {v.phase:<8}", _eval_text(v), _elapsed(v)) if x))
+
+    def changes(self, book: RunBook, changed: set[str]) -> None:
+        for rid in sorted(changed):
+            run = book.get(rid)
+            if run is None:
+                continue
+            v = run.view()
+            phase, evals = self.seen.get(rid, ("", 0))
+            self.seen[rid] = (v.phase, len(v.evals))
+            if not phase:
+                self.p.line(f"{rid:<24} {'found':<8}  {v.phase}")
+            if len(v.evals) > evals and v.phase != "stopped":
+                text = _eval_text(v) if v.target is not None else f"{v.evals[-1].value:.4g}"
+                self.p.line("  ".join(x for x in (f"{rid:<24} {'eval':<8}", text, _epoch(v.evals[-1]),
+                                                  _elapsed(v)) if x))
+            if v.phase == "stopped" and phase != "stopped":
+                self.p.line("  ".join(x for x in (f"{rid:<24} {'stopped':<8}", v.run_status or "-", _eval_text(v),
+                                                  f"time-to-train {_fmt_s(_ttt(v))}") if x))
+            elif phase in ("waiting", "init") and v.phase in ("running", "eval"):
+                self.p.line(f"{rid:<24} {'running':<8}  run_start logged")
+
+    def status(self, book: RunBook) -> None:
+        counts: dict[str, int] = {}
+        for v in book.views():
+            counts[v.phase] = counts.get(v.phase, 0) + 1
+        waiting = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no runs yet"
+        self.p.line(f"status: {waiting}")
+
+
+def _ttt(v: RunView) -> float | None:
+    return v.time_to_train_ms / 1000 if v.time_to_train_ms is not None else None
+
+
+def _elapsed(v: RunView) -> str:
+    return f"elapsed {_fmt_s(v.elapsed_ms / 1000)}" if v.elapsed_ms is not None and v.phase != "stopped" else ""
+
+
+def _epoch(point: EvalPoint) -> str:
+    return f"epoch {point.epoch:g}" if point.epoch is not None else ""
+
+
+def _all_stopped(book: RunBook) -> bool:
+    views = book.views()
+    return bool(views) and all(v.phase == "stopped" for v in views)
+
+
+def _report_logs(session: Session, printer: _Printer, out: TextIO) -> bool:
+    """One pass over every log on disk: a line per run; True if every run_stop says success."""
+    views = final_book(session).views()
+    for v in views:
+        printer.line(f"{v.run_id:<24} {v.phase:<8} {v.run_status or '-':<8} {_eval_text(v)}")
+    ok = bool(views) and all(v.run_status == "success" for v in views)
+    print(f"{len(views)} runs; {'all succeeded' if ok else 'NOT all succeeded'}", file=out, flush=True)
+    return ok
+
+
+def follow_logs(session: Session, out: TextIO, *, tick: float = 0.25, status_every: float = 15.0,
+                once: bool = False) -> int:
+    """Logs nobody controls: follow them until every run has logged run_stop (see module docstring)."""
+    batches: queue.SimpleQueue = queue.SimpleQueue()
+    book = session.book
+    watcher = LogWatcher(session.watcher_roots, batches.put, poll=session.poll).start()
+    printer = _Printer(out, time.time())
+    logs = _LogPrinter(printer)
+    interrupted: list[int] = []
+    old = {s: signal.signal(s, lambda n, _f: interrupted.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    mode = "one pass" if once else "following until every run has logged run_stop; Ctrl-C to stop"
+    printer.line(f"{session.title}: {session.logdir} (logs only, {mode})")
+
+    def drain(first: list | None = None) -> set[str]:
+        changed = book.apply(first) if first else set()
+        while not batches.empty():
+            changed |= book.apply(batches.get())
+        return changed
+
+    try:
+        while not watcher.ready.wait(timeout=tick) and not interrupted:
+            drain()  # the backlog: every existing file from its start
+        drain()
+        if not once and not interrupted and not _all_stopped(book):
+            logs.snapshot(book)
+            next_status = time.time() + status_every
+            while not _all_stopped(book) and not interrupted:
+                try:
+                    first = batches.get(timeout=tick)
+                except queue.Empty:
+                    first = None
+                logs.changes(book, drain(first))
+                if time.time() >= next_status:
+                    logs.status(book)
+                    next_status = time.time() + status_every
+    finally:
+        watcher.stop()
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    if interrupted:
+        printer.line(f"interrupted ({signal.Signals(interrupted[0]).name}): stopped following; the runs so far:")
+    ok = _report_logs(session, printer, out)
+    if interrupted:
+        return 130
+    return 0 if ok else 1
+
+
+def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_every: float = 15.0,
+                 stop_on_interrupt: bool = True, once: bool = False) -> int:
+    """Drive the session until every run is over; returns the process exit status."""
+    ctl: Controller | None = session.controller
+    read_only = False
+    if ctl is None:
+        if once or registry.read(session.logdir) is None:
+            return follow_logs(session, out, tick=tick, status_every=status_every, once=once)
+        ctl, read_only = ClientController(session.logdir), True  # --no-control: follow perfwatch.json
+    batches: queue.SimpleQueue = queue.SimpleQueue()
+    watcher = LogWatcher(session.watcher_roots, batches.put, poll=session.poll).start()
+    printer = _Printer(out, time.time())
+    interrupted: list[int] = []
+    old = {s: signal.signal(s, lambda n, _f: interrupted.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+    printer.line(f"{session.title}: {session.logdir}" + (" (watch only)" if read_only else ""))
+    stop_runs = stop_on_interrupt and not read_only
+    next_status = time.time() + status_every
+    try:
+        while True:
+            while not batches.empty():
+                session.book.apply(batches.get())
+            ctl.poll()
+            procs = ctl.procs()
+            printer.changes(procs, session.book)
+            if interrupted:
+                printer.line("interrupted: " + ("stopping every run" if stop_runs else
+                                                "leaving the runs running; `perfwatch attach` reopens them"))
+                ctl.close(stop_runs=stop_runs)
+                printer.changes(ctl.procs(), session.book)
+                return 130
+            if procs and all(p.state.terminal for p in procs.values()):
+                break
+            if time.time() >= next_status:
+                printer.status(procs)
+                next_status = time.time() + status_every
+            time.sleep(tick)
+    finally:
+        watcher.stop()
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    ok = summary(ctl.procs(), final_book(session), out)
+    if isinstance(ctl, Scheduler):
+        ctl.close(stop_runs=False)
+    return 0 if ok else 1
