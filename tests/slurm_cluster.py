@@ -1,0 +1,190 @@
+"""A real single-node Slurm (Debian's slurm-wlm + munge) in a temporary folder, for tests.
+
+Everything lives under one folder: the munge key and socket, slurm.conf, state, spool, logs
+and pid files; the daemons listen on free ports, so several test sessions on one machine do
+not meet. Client commands find this cluster through `SLURM_CONF` (see `env()`).
+
+Used by the `slurm` pytest fixture (tests/conftest.py) and by hand:
+
+    python tests/slurm_cluster.py start /tmp/myslurm   # prints: export SLURM_CONF=...
+    python tests/slurm_cluster.py stop /tmp/myslurm
+
+Needs root (slurmd and munged run as root / the munge user) and the packages' binaries;
+`unavailable()` says why not, for a clear skip.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pwd
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
+_SBIN = ("/usr/sbin", "/sbin")
+
+
+def _which(name: str) -> str | None:
+    return shutil.which(name) or shutil.which(name, path=os.pathsep.join(_SBIN))
+
+
+def unavailable() -> str | None:
+    """Why a local Slurm cannot be started here, or None if it can."""
+    if os.geteuid() != 0:
+        return "a local Slurm needs root (slurmd, munged); not root"
+    missing = [b for b in BINARIES if _which(b) is None]
+    if missing:
+        return f"Slurm/munge not installed (missing {', '.join(missing)}); apt-get install slurm-wlm munge"
+    try:
+        pwd.getpwnam("munge")
+    except KeyError:
+        return "no 'munge' user (the munge package creates it)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _mem_mb() -> int:
+    with open("/proc/meminfo") as fh:
+        kb = next(int(line.split()[1]) for line in fh if line.startswith("MemTotal:"))
+    return max(256, kb // 1024 - 512)
+
+
+class SlurmCluster:
+    """One controller + one compute node on this host; `start()`, then `stop()`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root).resolve()
+        self.node = socket.gethostname().split(".")[0]
+        self.conf = self.root / "slurm.conf"
+        self.munge_socket = self.root / "munge-run" / "munge.socket"
+
+    def env(self) -> dict[str, str]:
+        """Environment for client commands (sbatch, squeue, ...) to reach this cluster."""
+        path = os.environ.get("PATH", "")
+        extra = [d for d in _SBIN if d not in path.split(os.pathsep)]
+        return {"SLURM_CONF": str(self.conf), "PATH": os.pathsep.join([path, *extra]) if extra else path}
+
+    def _run(self, argv: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, env={**os.environ, **self.env()}, text=True, capture_output=True,
+                              timeout=30, check=False, **kw)  # type: ignore[call-overload]
+
+    def _start_munge(self) -> None:
+        munge = pwd.getpwnam("munge")
+        keydir, rundir = self.root / "munge", self.munge_socket.parent
+        for folder, mode in ((keydir, 0o711), (rundir, 0o755)):  # munged insists on these
+            folder.mkdir(parents=True, exist_ok=True)
+            os.chown(folder, munge.pw_uid, munge.pw_gid)
+            os.chmod(folder, mode)
+        key = keydir / "munge.key"
+        subprocess.run([_which("mungekey") or "mungekey", "-c", "-f", "-k", str(key)], check=True,
+                       capture_output=True, timeout=30)
+        os.chown(key, munge.pw_uid, munge.pw_gid)
+        os.chmod(key, 0o600)
+        argv = [_which("munged") or "munged", f"--socket={self.munge_socket}", f"--key-file={key}",
+                f"--pid-file={keydir / 'munged.pid'}", f"--log-file={keydir / 'munged.log'}",
+                f"--seed-file={keydir / 'munged.seed'}"]
+        done = subprocess.run(["runuser", "-u", "munge", "--", *argv], capture_output=True, text=True, timeout=30)
+        if done.returncode != 0:
+            raise RuntimeError(f"munged did not start: {done.stderr.strip()}")
+
+    def _write_conf(self) -> None:
+        for sub in ("state", "spool", "log"):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        r = self.root
+        lines = {
+            "ClusterName": "perfwatchtest", "SlurmctldHost": f"{self.node}(127.0.0.1)",
+            "SlurmctldPort": str(_free_port()), "SlurmdPort": str(_free_port()),
+            "SlurmUser": "root", "SlurmdUser": "root",
+            "AuthType": "auth/munge", "CredType": "cred/munge", "AuthInfo": f"socket={self.munge_socket}",
+            "ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none",
+            "SelectType": "select/cons_tres", "SelectTypeParameters": "CR_Core",
+            "StateSaveLocation": f"{r}/state", "SlurmdSpoolDir": f"{r}/spool",
+            "SlurmctldPidFile": f"{r}/slurmctld.pid", "SlurmdPidFile": f"{r}/slurmd.pid",
+            "SlurmctldLogFile": f"{r}/log/slurmctld.log", "SlurmdLogFile": f"{r}/log/slurmd.log",
+            "JobCompType": "jobcomp/none", "AccountingStorageType": "accounting_storage/none",
+            "JobAcctGatherType": "jobacct_gather/none", "MpiDefault": "none", "ReturnToService": "2",
+            "SchedulerType": "sched/backfill", "InactiveLimit": "0", "KillWait": "5", "MinJobAge": "600",
+        }
+        text = "".join(f"{k}={v}\n" for k, v in lines.items())
+        text += (f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} RealMemory={_mem_mb()} "
+                 "State=UNKNOWN\n")
+        text += "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n"
+        self.conf.write_text(text)
+
+    def start(self, timeout: float = 60.0) -> None:
+        """Start munged, slurmctld and slurmd; return once the node is idle."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.root, 0o755)  # munged needs every folder above its socket searchable
+        self._start_munge()
+        self._write_conf()
+        for daemon in (["slurmctld", "-i"], ["slurmd"]):
+            done = self._run([_which(daemon[0]) or daemon[0], *daemon[1:]])
+            if done.returncode != 0:
+                raise RuntimeError(f"{daemon[0]} did not start: {done.stderr.strip()} (logs in {self.root}/log)")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            state = self._run(["sinfo", "-h", "-N", "-o", "%T"]).stdout.strip()
+            if state in ("idle", "mixed", "allocated"):
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"node never became idle (last sinfo: {state!r}; logs in {self.root}/log)")
+
+    def stop(self) -> None:
+        """Cancel every job, then stop slurmd, slurmctld and munged (each by its own pid file)."""
+        if self.conf.exists():
+            self._run(["scancel", "--full", "--signal=KILL", "--user=root"])
+            self._run(["scancel", "--user=root"])
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and self._run(["squeue", "-h", "-o", "%i"]).stdout.strip():
+                time.sleep(0.2)
+        for pidfile in ("slurmd.pid", "slurmctld.pid", "munge/munged.pid"):
+            _terminate(self.root / pidfile)
+
+
+def _terminate(pidfile: Path, wait: float = 10.0) -> None:
+    try:
+        pid = int(pidfile.read_text().strip())
+        os.kill(pid, signal.SIGTERM)
+    except (OSError, ValueError):
+        return
+    deadline = time.monotonic() + wait
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except OSError:
+            return
+        time.sleep(0.05)
+    with contextlib.suppress(OSError):
+        os.kill(pid, signal.SIGKILL)
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2 or argv[0] not in ("start", "stop"):
+        print("usage: python tests/slurm_cluster.py start|stop FOLDER", file=sys.stderr)
+        return 2
+    cluster = SlurmCluster(Path(argv[1]))
+    if argv[0] == "stop":
+        cluster.stop()
+        return 0
+    why = unavailable()
+    if why:
+        print(f"cannot start Slurm: {why}", file=sys.stderr)
+        return 1
+    cluster.start()
+    print(f"export SLURM_CONF={cluster.conf}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
