@@ -28,6 +28,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from perfwatch.core import keys
 from perfwatch.instrument import runtime
 from perfwatch.instrument.flops import flops_per_sample
 from perfwatch.instrument.mllogger import MLPerfLogger
@@ -215,15 +216,15 @@ def log_preamble(log: MLPerfLogger, s: Setup, fps: float | None) -> None:
     })
     log.target(a.target, higher_is_better=t.higher_is_better)
     if fps:
-        log.event("perfwatch_flops_per_sample", fps)
+        log.event(keys.FLOPS_PER_SAMPLE, fps)
     if t.tokens_per_sample:
-        log.event("perfwatch_tokens_per_sample", t.tokens_per_sample)
-    log.event("perfwatch_precision", a.precision)
-    log.event("perfwatch_world_size", s.dist.world_size)
-    log.event("perfwatch_device", dev)
+        log.event(keys.TOKENS_PER_SAMPLE, t.tokens_per_sample)
+    log.event(keys.PRECISION, a.precision)
+    log.event(keys.WORLD_SIZE, s.dist.world_size)
+    log.event(keys.DEVICE, dev)
     if dev.startswith("cpu"):
         # CPU MFU is measured against this host's matmul peak *for the threads the run used*
-        log.event("perfwatch_threads", torch.get_num_threads())
+        log.event(keys.THREADS, torch.get_num_threads())
 
 
 def _say(s: Setup, msg: str) -> None:

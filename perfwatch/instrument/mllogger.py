@@ -21,6 +21,8 @@ from typing import Any
 from mlperf_logging.mllog import constants as C
 from mlperf_logging.mllog import mllog
 
+from perfwatch.core import keys
+
 ENV_MLLOG = "PERFWATCH_MLLOG"
 _ids = itertools.count()
 
@@ -104,7 +106,7 @@ class MLPerfLogger:
 
     def target(self, value: float, *, higher_is_better: bool = True) -> None:
         """The workload's own quality target for `eval_accuracy` (perfwatch reads it)."""
-        self.event("perfwatch_target", float(value), {"higher_is_better": bool(higher_is_better)})
+        self.event(keys.TARGET, float(value), {"higher_is_better": bool(higher_is_better)})
 
     def init_stop(self) -> None:
         self.end(C.INIT_STOP)

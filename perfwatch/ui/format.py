@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from perfwatch.core import keys
 from perfwatch.core.model.run import RunView
 
 COLUMNS: tuple[tuple[str, str, int], ...] = (
@@ -145,9 +146,9 @@ def mfu_for(view: RunView | None, proc: Any | None, snapshot: Any | None) -> flo
     was measured before (the live view never measures: it would steal the runs' cores); None if unknown."""
     if view is None or not view.flops_per_sample:
         return None
-    device = view.params.get("perfwatch_device")
+    device = view.params.get(keys.DEVICE)
     if isinstance(device, str) and device.startswith("cpu"):
-        threads = view.params.get("perfwatch_threads")
+        threads = view.params.get(keys.THREADS)
         peak = _cpu_peak(view.precision, threads if isinstance(threads, int) and threads > 0 else None)
         if peak is None:
             return None

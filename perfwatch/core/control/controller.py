@@ -19,9 +19,15 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
-from perfwatch.core.control.supervisor import write_json_atomic
+from perfwatch.core.layout import (
+    OUTPUT_FILE,
+    REGISTRY_FILE,
+    REQUESTS_DIR,
+    request_name,
+    run_dir,
+    write_json_atomic,
+)
 
-REQUESTS_DIR = "requests"
 ACTIONS = ("pause", "resume", "stop", "kill", "restart", "start_now")
 
 
@@ -146,8 +152,9 @@ def send_request(logdir: Path, action: str, run_id: str | None) -> Path:
     """Drop a request for the scheduler that owns `logdir` (see module docstring)."""
     folder = logdir / REQUESTS_DIR
     folder.mkdir(exist_ok=True)
-    path = folder / f"{time.time():.6f}-{uuid.uuid4().hex[:8]}.json"
-    write_json_atomic(path, {"action": action, "run_id": run_id, "sent_at": time.time(), "pid": os.getpid()})
+    now = time.time()
+    path = folder / request_name(now, uuid.uuid4().hex[:8])
+    write_json_atomic(path, {"action": action, "run_id": run_id, "sent_at": now, "pid": os.getpid()})
     return path
 
 
@@ -173,7 +180,7 @@ def take_requests(logdir: Path) -> list[dict]:
 
 def info_from_record(rec: Mapping, logdir: Path) -> ProcInfo:
     """A ProcInfo from one `runs[]` entry of perfwatch.json."""
-    folder = logdir / rec["run_id"]
+    folder = run_dir(logdir, rec["run_id"])
     try:
         state = RunState(rec.get("state", "unknown"))
     except ValueError:
@@ -182,7 +189,7 @@ def info_from_record(rec: Mapping, logdir: Path) -> ProcInfo:
         run_id=rec["run_id"], job=rec.get("job", ""), state=state, pid=rec.get("pid"), pgid=rec.get("pgid"),
         attempt=int(rec.get("attempt", 1)), exit_code=rec.get("exit_code"), started_at=rec.get("started_at"),
         ended_at=rec.get("ended_at"), devices=tuple(rec.get("devices") or ()), argv=tuple(rec.get("argv") or ()),
-        folder=folder, last_output=cached_tail(folder / "output.log") if state is not RunState.QUEUED else (),
+        folder=folder, last_output=cached_tail(folder / OUTPUT_FILE) if state is not RunState.QUEUED else (),
         stalled=bool(rec.get("stalled")), reason=rec.get("reason"),
     )
 
@@ -230,7 +237,7 @@ class ClientController:
         send_request(self.logdir, "stop_all", None)
 
     def poll(self) -> None:
-        path = self.logdir / "perfwatch.json"
+        path = self.logdir / REGISTRY_FILE
         try:
             mtime = path.stat().st_mtime
         except OSError:

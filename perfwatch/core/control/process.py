@@ -22,11 +22,8 @@ from pathlib import Path
 
 import psutil
 
-from perfwatch.core.control.supervisor import EXIT_FILE
+from perfwatch.core.layout import EXIT_FILE, OUTPUT_FILE, RUN_FILES, RUN_LOGS, archived_name
 
-MLLOG_FILE = "mllog.txt"
-OUTPUT_FILE = "output.log"
-RUN_FILES = (MLLOG_FILE, OUTPUT_FILE, EXIT_FILE, "telemetry.jsonl")
 _SAME_START = 0.05  # seconds: psutil create_time resolution is one clock tick (10 ms)
 
 
@@ -99,7 +96,7 @@ def describe_exit(code: int) -> str:
 def activity(run_dir: Path) -> tuple[float, ...]:
     """Size and mtime of a run's mllog.txt and output.log: changes whenever the run writes."""
     out: list[float] = []
-    for name in (MLLOG_FILE, OUTPUT_FILE):
+    for name in RUN_LOGS:
         try:
             st = os.stat(run_dir / name)
             out += [st.st_size, st.st_mtime]
@@ -114,7 +111,7 @@ def archive_attempt(run_dir: Path, attempt: int) -> list[str]:
     for name in RUN_FILES:
         src = run_dir / name
         if src.exists():
-            dst = run_dir / f".attempt-{attempt}.{name}"
+            dst = run_dir / archived_name(attempt, name)
             os.replace(src, dst)
             kept.append(dst.name)
     return kept

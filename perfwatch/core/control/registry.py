@@ -26,11 +26,9 @@ from typing import Any
 import psutil
 
 from perfwatch.core.control.campaign import Campaign, Launcher, RunSpec
-from perfwatch.core.control.supervisor import write_json_atomic
+from perfwatch.core.layout import LOCK_FILE, REGISTRY_FILE, write_json_atomic
 from perfwatch.core.mlperf.targets import Target
 
-REGISTRY_FILE = "perfwatch.json"
-LOCK_FILE = ".scheduler.lock"
 FORMAT = 1
 
 

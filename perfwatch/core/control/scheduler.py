@@ -27,6 +27,7 @@ from perfwatch.core.control import process as launch
 from perfwatch.core.control import registry
 from perfwatch.core.control.campaign import Campaign, RunSpec
 from perfwatch.core.control.controller import ProcInfo, RunState, allowed, cached_tail, take_requests
+from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, REGISTRY_FILE, run_dir
 
 AT_TARGET_GRACE = 3.0  # s a workload gets to stop by itself after its log says target reached
 
@@ -94,7 +95,7 @@ class Scheduler:
                gpus: tuple[int, ...] | None = None) -> Scheduler:
         """A new LOGDIR for `campaign`; fails if the folder already holds a campaign."""
         logdir.mkdir(parents=True, exist_ok=True)
-        if (logdir / registry.REGISTRY_FILE).exists():
+        if (logdir / REGISTRY_FILE).exists():
             raise FileExistsError(f"{logdir} already holds a campaign; use `perfwatch attach {logdir}`")
         fd = registry.try_lock(logdir)
         if fd is None:
@@ -126,7 +127,7 @@ class Scheduler:
         except ValueError:
             state = RunState.UNKNOWN
         if state.alive and rec.get("pid") and rec.get("create_time"):
-            run.proc = launch.adopt(rec["pid"], rec["create_time"], self.logdir / run.spec.run_id)
+            run.proc = launch.adopt(rec["pid"], rec["create_time"], run_dir(self.logdir, run.spec.run_id))
             run.intent = RunState(rec["intent"]) if rec.get("intent") else None
             run.state = RunState.PAUSED if run.proc.status() == psutil.STATUS_STOPPED else RunState.RUNNING
             if state is RunState.STOPPING:
@@ -143,12 +144,12 @@ class Scheduler:
         return {rid: self._info(r) for rid, r in self.runs.items()}
 
     def _info(self, r: _Run) -> ProcInfo:
-        folder = self.logdir / r.spec.run_id
+        folder = run_dir(self.logdir, r.spec.run_id)
         return ProcInfo(
             run_id=r.spec.run_id, job=r.spec.job, state=r.state, pid=r.proc.pid if r.proc else None,
             pgid=r.proc.pgid if r.proc else None, attempt=r.attempt, exit_code=r.exit_code,
             started_at=r.started_at, ended_at=r.ended_at, devices=r.devices, argv=r.spec.argv, folder=folder,
-            last_output=cached_tail(folder / launch.OUTPUT_FILE) if r.state is not RunState.QUEUED else (),
+            last_output=cached_tail(folder / OUTPUT_FILE) if r.state is not RunState.QUEUED else (),
             stalled=r.stalled, reason=r.reason,
         )
 
@@ -195,7 +196,7 @@ class Scheduler:
         run = self.runs[run_id]
         if not self.can("restart", run_id):
             return
-        launch.archive_attempt(self.logdir / run_id, run.attempt)
+        launch.archive_attempt(run_dir(self.logdir, run_id), run.attempt)
         run.attempt += 1
         run.proc, run.exit_code, run.started_at, run.ended_at = None, None, None, None
         run.intent, run.stalled, run.target_seen_at, run.paused_total = None, False, None, 0.0
@@ -294,7 +295,7 @@ class Scheduler:
                 self.stop(spec.run_id, intent=RunState.SUCCEEDED, reason="target reached; stopped by perfwatch")
                 return
         if spec.stall_after is not None:
-            sig = launch.activity(self.logdir / run.spec.run_id)
+            sig = launch.activity(run_dir(self.logdir, run.spec.run_id))
             if sig != run.activity:
                 run.activity, run.active_at = sig, now
                 if run.stalled:
@@ -359,8 +360,8 @@ class Scheduler:
         if len(free) < spec.devices:
             return False
         run.devices = tuple(free[: spec.devices])
-        run_dir = self.logdir / spec.run_id
-        env = {**spec.env, "PERFWATCH_MLLOG": str(run_dir / launch.MLLOG_FILE), "PERFWATCH_RUN_ID": spec.run_id,
+        folder = run_dir(self.logdir, spec.run_id)
+        env = {**spec.env, "PERFWATCH_MLLOG": str(folder / MLLOG_FILE), "PERFWATCH_RUN_ID": spec.run_id,
                "PERFWATCH_SEED": str(spec.seed), "CUDA_VISIBLE_DEVICES": ",".join(map(str, run.devices))}
         env.setdefault("OMP_NUM_THREADS", str(spec.threads))
         if spec.precision:
@@ -370,7 +371,7 @@ class Scheduler:
             run.slot = min(set(range(self.max_parallel + len(slots) + 1)) - slots)
             cpus, mem = launch.cpu_share(run.slot, self.max_parallel)
         try:
-            run.proc = launch.start(spec.argv, run_dir, env=env, cwd=spec.cwd, cpus=cpus, mem_bytes=mem,
+            run.proc = launch.start(spec.argv, folder, env=env, cwd=spec.cwd, cpus=cpus, mem_bytes=mem,
                                     cache_clear=spec.cache_clear_cmd, cache_clear_timeout=spec.cache_clear_timeout)
         except OSError as exc:
             self._set(run, RunState.FAILED, f"cannot start: {exc}")

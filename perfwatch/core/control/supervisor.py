@@ -28,17 +28,7 @@ import sys
 import time
 from pathlib import Path
 
-EXIT_FILE = "exit.json"
-
-
-def write_json_atomic(path: Path, data: object) -> None:
-    """Temp file in the same folder + fsync + rename: readers never see half a file."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        json.dump(data, fh, indent=1, sort_keys=True)
-        fh.flush()
-        os.fsync(fh.fileno())
-    os.replace(tmp, path)
+from perfwatch.core.layout import write_json_atomic
 
 
 def _cgroup_limit(mem_bytes: int) -> bool:

@@ -41,7 +41,7 @@ from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
 from perfwatch.core.ingest.tail import FileTail, LineBatch
-from perfwatch.core.model.book import is_log_name
+from perfwatch.core.layout import is_log_name
 
 log = logging.getLogger(__name__)
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from perfwatch.core.layout import write_json_atomic
 from perfwatch.core.telemetry.types import GpuSample
 
 __all__ = [
@@ -360,9 +361,7 @@ def cpu_peak(
         table[key] = entry
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".tmp{os.getpid()}")
-            tmp.write_text(json.dumps(table, indent=1, sort_keys=True))
-            os.replace(tmp, path)
+            write_json_atomic(path, table)
         except OSError:
             pass  # an unwritable cache only costs a re-measure next time
     label = f"cpu: {model} x {n_threads} threads"

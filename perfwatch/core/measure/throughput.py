@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfwatch.core import keys
 from perfwatch.core.measure.peaks import PeakFlops, normalize_dtype, peak_for
 from perfwatch.core.model.run import RunView
 from perfwatch.core.telemetry.jsonl import read_telemetry, summarize_telemetry
@@ -33,7 +34,7 @@ DEFAULT_WINDOW = 100  # SpeedMonitor's default window_size
 DEFAULT_DISCARD = 5  # warm-up observations dropped from train_item statistics
 
 NO_FLOPS = (
-    "FLOPs per sample unknown: the workload logs no perfwatch_flops_per_sample "
+    f"FLOPs per sample unknown: the workload logs no {keys.FLOPS_PER_SAMPLE} "
     "and the campaign sets no flops_per_sample"
 )
 

@@ -23,6 +23,7 @@ from mlperf_logging.benchmark_meta import get_allowed_benchmarks
 from mlperf_logging.compliance_checker import mlp_compliance
 
 from perfwatch.core.ingest.mllog import TOKEN, parse_path
+from perfwatch.core.layout import MLLOG_FILE, run_id_for
 from perfwatch.core.mlperf.live_checks import ENQUEUE_KEYS, unsafe_rule_value
 from perfwatch.core.mlperf.targets import RULES_DIR, latest_ruleset, ruleset_from_path, training_rulesets
 from perfwatch.core.model.book import discover
@@ -31,7 +32,7 @@ USAGE = "training"
 SNIFF_BYTES = 1 << 16
 _LOCK = threading.RLock()  # the checker's config queue and the root logger are process-global
 # perfwatch's own workloads ship rules that apply MLPerf's common rules to their benchmark names
-PERFWATCH_RULES_DIR = Path(__file__).resolve().parent.parent / "instrument" / "rules"
+PERFWATCH_RULES_DIR = Path(__file__).resolve().parents[2] / "instrument" / "rules"
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,7 +83,7 @@ def _has_records(path: Path) -> bool:
 
 def _meant_as_log(path: Path) -> bool:
     """A run folder's mllog.txt and a results tree's result_N.txt are checked even when empty."""
-    return path.name == "mllog.txt" or (path.name.startswith("result_") and path.suffix == ".txt")
+    return path.name == MLLOG_FILE or (path.name.startswith("result_") and path.suffix == ".txt")
 
 
 def find_logs(root: str | Path) -> list[Path]:
@@ -91,20 +92,6 @@ def find_logs(root: str | Path) -> list[Path]:
     if root.is_file():
         return [root]
     return [p for p in discover(root) if _meant_as_log(p) or _has_records(p)]
-
-
-def run_id_for(path: Path, root: Path) -> str:
-    """The RunBook's run id: the run folder for `<run>/mllog.txt`, else the path without `.txt`."""
-    if root.is_file() or root == path:
-        return path.with_suffix("").name if path.suffix in (".txt", ".log") else path.name
-    try:
-        rel = path.relative_to(root)
-    except ValueError:
-        rel = Path(path.name)
-    if path.name in ("mllog.txt", "output.log"):
-        folder = rel.parent.as_posix()
-        return folder if folder not in ("", ".") else root.name or "run"
-    return rel.with_suffix("").as_posix() if rel.suffix in (".txt", ".log") else rel.as_posix()
 
 
 # ---- which rules --------------------------------------------------------------------------------------------

@@ -14,30 +14,16 @@ stderr) feeds the log tail, and its records are used only while the run has no `
 from __future__ import annotations
 
 import os
-import re
 from collections import deque
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, run_id_for
 from perfwatch.core.mlperf.targets import Target, ruleset_from_path
 from perfwatch.core.model.run import Run, RunView
 
-MLLOG_NAME = "mllog.txt"
-OUTPUT_NAME = "output.log"
 LOG_TAIL_LINES = 200
-_SKIP_NAMES = frozenset({"perfwatch.json", "telemetry.jsonl", "exit.json"})
-_LOG_SUFFIXES = (".txt", ".log")
-# rotated copies (mllog.txt.1) and compressed files would count lines twice or not decode
-_ROTATED = re.compile(r"\.(?:txt|log)\.\d+$|\.(?:gz|bz2|xz|zst|zip|lz4)$")
-
-
-def is_log_name(path: Path) -> bool:
-    """Files worth reading for mllog records (cheap name test; content decides later)."""
-    name = path.name
-    if name in _SKIP_NAMES or name.startswith(".") or _ROTATED.search(name):
-        return False
-    return name.endswith(_LOG_SUFFIXES) or "mllog" in name
 
 
 def discover(root: Path | str) -> list[Path]:
@@ -50,7 +36,7 @@ def discover(root: Path | str) -> list[Path]:
         dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
         names = set(filenames)
         for name in sorted(filenames, key=_natural_key):
-            if name == OUTPUT_NAME and MLLOG_NAME in names:
+            if name == OUTPUT_FILE and MLLOG_FILE in names:
                 continue  # read for its tail by the live view; records come from mllog.txt
             path = Path(dirpath) / name
             if is_log_name(path):
@@ -115,16 +101,10 @@ class RunBook:
     def _classify(self, path: Path) -> _Source | None:
         if not is_log_name(path):
             return None
-        try:
-            rel = path.relative_to(self.root) if path != self.root else Path(path.name)
-        except ValueError:
-            rel = Path(path.name)
-        if path.name in (MLLOG_NAME, OUTPUT_NAME):
-            folder = rel.parent.as_posix()
-            run_id = folder if folder not in ("", ".") else self.root.name or "run"
-            return _Source(run_id, "mllog" if path.name == MLLOG_NAME else "output")
-        run_id = rel.with_suffix("").as_posix() if rel.suffix in _LOG_SUFFIXES else rel.as_posix()
-        return _Source(run_id, "file")
+        run_id = run_id_for(path, self.root)
+        if path.name == MLLOG_FILE:
+            return _Source(run_id, "mllog")
+        return _Source(run_id, "output" if path.name == OUTPUT_FILE else "file")
 
     def _run(self, run_id: str, path: str) -> Run:
         run = self.runs.get(run_id)

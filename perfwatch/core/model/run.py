@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from perfwatch.core import keys
 from perfwatch.core.ingest.mllog import Event, LineParser
 from perfwatch.core.mlperf.live_checks import LiveChecker
 from perfwatch.core.mlperf.targets import Target, official_target
@@ -28,15 +29,6 @@ from perfwatch.core.model.series import Series
 from perfwatch.core.model.view import EvalPoint, RunView
 
 __all__ = ["EvalPoint", "Run", "RunView"]
-
-# perfwatch's own keys (written by perfwatch.instrument; the official checker ignores unknown keys)
-KEY_FLOPS_PER_SAMPLE = "perfwatch_flops_per_sample"
-KEY_TOKENS_PER_SAMPLE = "perfwatch_tokens_per_sample"
-KEY_PRECISION = "perfwatch_precision"
-KEY_WORLD_SIZE = "perfwatch_world_size"
-KEY_DEVICE = "perfwatch_device"
-# the workload's own quality target: value = threshold, metadata = {"higher_is_better": bool}
-KEY_TARGET = "perfwatch_target"
 
 _SLICE = 1024
 EPOCH_IS_SAMPLES_BENCHMARKS = frozenset({"bert"})
@@ -412,10 +404,10 @@ class Run:
             throughput_stats=self.throughput.stats(),
             throughput_source=self.throughput_source,
             tracked=MappingProxyType(self.tracked),  # replaced, never mutated: no copy needed
-            flops_per_sample=_num(p.get(KEY_FLOPS_PER_SAMPLE)),
-            tokens_per_sample=_num(p.get(KEY_TOKENS_PER_SAMPLE)),
-            precision=p.get(KEY_PRECISION) if isinstance(p.get(KEY_PRECISION), str) else None,
-            world_size=_int(p.get(KEY_WORLD_SIZE)),
+            flops_per_sample=_num(p.get(keys.FLOPS_PER_SAMPLE)),
+            tokens_per_sample=_num(p.get(keys.TOKENS_PER_SAMPLE)),
+            precision=p.get(keys.PRECISION) if isinstance(p.get(keys.PRECISION), str) else None,
+            world_size=_int(p.get(keys.WORLD_SIZE)),
             records=parser.records,
             noise_lines=parser.noise,
             bad_count=parser.bad_count,
@@ -482,5 +474,5 @@ _HANDLERS = {
     "eval_start": Run._on_eval_start,
     "eval_stop": Run._on_eval_stop,
     "eval_accuracy": Run._on_eval_accuracy,
-    KEY_TARGET: Run._on_target,
+    keys.TARGET: Run._on_target,
 }

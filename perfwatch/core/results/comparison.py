@@ -24,6 +24,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from perfwatch.core import keys
 from perfwatch.core.mlperf.scores import MS_PER_MINUTE, olympic_score, score_runs
 from perfwatch.core.model.run import RunView
 from perfwatch.core.results.summary import group_of
@@ -257,7 +258,7 @@ def mila_run_report(view: RunView, *, discard: int | None = None, host: Mapping[
         "benchmark": view.benchmark,
         "batch_size": view.global_batch_size,
         "devices": view.world_size or 1,
-        "gpu": p.get("perfwatch_device"),
+        "gpu": p.get(keys.DEVICE),
         "hostname": host.get("hostname"),
         "cpu_cores": host.get("cpu_cores"),
         "seed": view.seed,

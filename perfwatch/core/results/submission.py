@@ -26,6 +26,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfwatch.core import keys
 from perfwatch.core.control import registry
 from perfwatch.core.mlperf.checker import CheckResult, check_file, ruleset_for
 from perfwatch.core.mlperf.package_checks import Verdict, check_package, check_system_json
@@ -97,7 +98,7 @@ def default_system_name(views: list[RunView], gpu: Gpu | None) -> str:
     """`<N>x<device>_perfwatch` like Composer's `<world_size>x<device>_composer`."""
     sizes = [v.world_size for v in views if v.world_size]
     n = max(sizes) if sizes else (gpu.count if gpu else 1)
-    devices = Counter(str(v.params.get("perfwatch_device")) for v in views if v.params.get("perfwatch_device"))
+    devices = Counter(str(v.params.get(keys.DEVICE)) for v in views if v.params.get(keys.DEVICE))
     device = devices.most_common(1)[0][0] if devices else (gpu.name if gpu else "cpu")
     if device.lower() == "cpu":
         device = "CPU"
@@ -196,7 +197,7 @@ def package(logdir: str | Path, out: str | Path, *, submitter: str, system: str 
         except OSError as exc:
             raise PackageError(f"cannot read {p.source}: {exc.strerror}") from exc
         _write_new(out, tuple(p.dest.split("/")), data)
-    logged_device = Counter(str(v.params.get("perfwatch_device") or "") for v in views).most_common(1)[0][0]
+    logged_device = Counter(str(v.params.get(keys.DEVICE) or "") for v in views).most_common(1)[0][0]
     desc = describe_host(submitter=submitter, division=division, status=status, system_name=sys_name,
                          ruleset=rs, storage_path=out, gpu=gpu,
                          accelerators=None if gpu or _on_cpu(views) else max(v.world_size or 1 for v in views),
@@ -236,4 +237,4 @@ def _logged(views: list[RunView], what: str) -> str | None:
 
 
 def _on_cpu(views: list[RunView]) -> bool:
-    return all(str(v.params.get("perfwatch_device", "cpu")).lower() == "cpu" for v in views)
+    return all(str(v.params.get(keys.DEVICE, "cpu")).lower() == "cpu" for v in views)

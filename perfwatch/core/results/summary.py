@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfwatch.core import keys
 from perfwatch.core.mlperf.scores import MS_PER_MINUTE, BenchmarkScore, score_runs
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import RunView
@@ -124,10 +125,10 @@ def metrics_columns(*, measure_cpu_peak: bool = True) -> Callable[[RunView], dic
 
     def extra(view: RunView) -> dict[str, Any]:
         peak = None
-        device = view.params.get("perfwatch_device")
+        device = view.params.get(keys.DEVICE)
         if measure_cpu_peak and view.flops_per_sample and isinstance(device, str) and device.startswith("cpu"):
             dtype = flops.normalize_dtype(view.precision)
-            threads = view.params.get("perfwatch_threads")
+            threads = view.params.get(keys.THREADS)
             threads = threads if isinstance(threads, int) and threads > 0 else None
             key = f"{dtype}/{threads}"
             if key not in cpu_peaks:

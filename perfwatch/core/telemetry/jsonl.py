@@ -23,9 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from perfwatch.core.layout import TELEMETRY_FILE
 from perfwatch.core.telemetry.types import GpuSample, ProcTree, RunResources, Snapshot
-
-FILENAME = "telemetry.jsonl"
 
 _GPU_KEYS = (
     "name", "uuid", "util_sm", "util_mem", "mem_used", "mem_total", "power_w", "power_limit_w",
@@ -90,7 +89,7 @@ def append_record(folder: Path, record: Mapping[str, Any]) -> None:
     """Append one line; a single write() of a complete line, so readers never see half a record
     unless the process dies inside the write (then `read_telemetry` skips it)."""
     line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
-    fd = os.open(folder / FILENAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(folder / TELEMETRY_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
     finally:
@@ -101,7 +100,7 @@ def read_telemetry(path: str | Path) -> list[dict[str, Any]]:
     """All records of a telemetry.jsonl (file or run folder); truncated or garbled lines are skipped."""
     p = Path(path)
     if p.is_dir():
-        p = p / FILENAME
+        p = p / TELEMETRY_FILE
     try:
         data = p.read_bytes()
     except OSError:

@@ -24,8 +24,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from perfwatch.core.layout import TELEMETRY_FILE
 from perfwatch.core.telemetry.jsonl import (
-    FILENAME,
     TelemetrySummary,
     append_record,
     read_telemetry,
@@ -46,7 +46,7 @@ from perfwatch.core.telemetry.types import (
 )
 
 __all__ = [
-    "FILENAME", "GPU_FIELDS", "GpuProcess", "GpuSample", "GpuStatus", "HostSample", "MultiSampler",
+    "GPU_FIELDS", "GpuProcess", "GpuSample", "GpuStatus", "HostSample", "MultiSampler",
     "ProcTree", "RunResources", "Sampler", "Snapshot", "TelemetryThread", "TelemetrySummary",
     "append_record", "default_sampler", "read_telemetry", "resources_from_procs", "run_record", "select_gpus",
     "summarize_telemetry",
@@ -162,7 +162,7 @@ class TelemetryThread:
                 Path(res.folder).mkdir(parents=True, exist_ok=True)
                 append_record(Path(res.folder), record)
         except (OSError, ValueError) as exc:
-            self._error(f"{run_id}: cannot write {FILENAME}: {exc}")
+            self._error(f"{run_id}: cannot write {TELEMETRY_FILE}: {exc}")
 
     def _error(self, message: str) -> None:
         self.errors += 1

@@ -22,12 +22,11 @@ from textual.strip import Strip
 from textual.timer import Timer
 from textual.widget import Widget
 
-from perfwatch.core.telemetry.jsonl import FILENAME
+from perfwatch.core.layout import RUN_LOGS, TELEMETRY_FILE
 
 TAIL_BYTES = 256 << 10  # on selection: read at most this much of an old file's end
 KEEP = 600  # records kept (10 minutes at 1 Hz); a sparkline shows the last ones that fit
 POLL_S = 1.0
-_RUN_LOGS = ("mllog.txt", "output.log")
 _BARS = "▁▂▃▄▅▆▇█"
 NONE_TEXT = "no telemetry recorded for this run"
 
@@ -36,10 +35,10 @@ def telemetry_path(run: Any | None, proc: Any | None) -> Path | None:
     """LOGDIR/<run>/telemetry.jsonl for a launched run or a run folder; None for plain result logs."""
     folder = getattr(proc, "folder", None)
     if folder is not None:
-        return Path(folder) / FILENAME
+        return Path(folder) / TELEMETRY_FILE
     path = getattr(run, "path", None)
-    if path is not None and Path(path).name in _RUN_LOGS:
-        return Path(path).parent / FILENAME
+    if path is not None and Path(path).name in RUN_LOGS:
+        return Path(path).parent / TELEMETRY_FILE
     return None
 
 

@@ -1,0 +1,120 @@
+"""The LOGDIR layout: every file name perfwatch writes or reads in a LOGDIR, and how it writes them.
+
+One home for this knowledge, so a reader (the watcher, `report`, `attach`, a scheduler taking
+a campaign over) and a writer (the scheduler, the supervisor, the telemetry thread) can never
+disagree on a name. A LOGDIR that perfwatch launched looks like this:
+
+    LOGDIR/
+      perfwatch.json          REGISTRY_FILE: the resolved plan and every run's process facts
+      .scheduler.lock         LOCK_FILE: flock held by the campaign's owner (kernel drops it on death)
+      requests/               REQUESTS_DIR: one small JSON file per request from a detached `attach`
+      <run_id>/               run_dir(): one folder per run, named by the run id
+        mllog.txt             MLLOG_FILE: the workload's mllog records ($PERFWATCH_MLLOG)
+        output.log            OUTPUT_FILE: the workload's stdout and stderr
+        telemetry.jsonl       TELEMETRY_FILE: one JSON object per telemetry sample
+        exit.json             EXIT_FILE: the supervisor's exit record
+        .attempt-N.<name>     archived_name(): an earlier attempt's files after a restart
+
+Other trees (MLPerf results folders, any folder of mllog files) are read with `is_log_name`.
+The measured CPU peak is cached outside any LOGDIR, in the user's cache folder (measure/peaks.py).
+
+Whole-file JSON writers go through `write_json_atomic` (temp file in the same folder, fsync,
+rename): a reader never sees half a file, even when the writer is SIGKILLed. This module is
+imported by the per-run supervisor, so it imports nothing but the standard library.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+from pathlib import Path
+
+__all__ = [
+    "EXIT_FILE", "LOCK_FILE", "MLLOG_FILE", "OUTPUT_FILE", "OWN_FILES", "REGISTRY_FILE", "REQUESTS_DIR",
+    "RUN_FILES", "RUN_LOGS", "TELEMETRY_FILE", "archived_name", "is_log_name", "request_name", "run_dir",
+    "run_id_for",
+    "write_json_atomic",
+]
+
+# ---- LOGDIR level -------------------------------------------------------------------
+REGISTRY_FILE = "perfwatch.json"
+LOCK_FILE = ".scheduler.lock"
+REQUESTS_DIR = "requests"
+
+# ---- run folder level -----------------------------------------------------------------
+MLLOG_FILE = "mllog.txt"
+OUTPUT_FILE = "output.log"
+TELEMETRY_FILE = "telemetry.jsonl"
+EXIT_FILE = "exit.json"
+RUN_LOGS = (MLLOG_FILE, OUTPUT_FILE)  # what a run writes as it trains (its activity)
+RUN_FILES = (MLLOG_FILE, OUTPUT_FILE, EXIT_FILE, TELEMETRY_FILE)  # one attempt's files
+OWN_FILES = frozenset({REGISTRY_FILE, TELEMETRY_FILE, EXIT_FILE})  # perfwatch's records, never mllog
+
+_LOG_SUFFIXES = (".txt", ".log")
+# rotated copies (mllog.txt.1) and compressed files would count lines twice or not decode
+_ROTATED = re.compile(r"\.(?:txt|log)\.\d+$|\.(?:gz|bz2|xz|zst|zip|lz4)$")
+
+
+def run_dir(logdir: Path | str, run_id: str) -> Path:
+    """A run's folder: the run id is its path below LOGDIR (`mlp.bs32.r0`, `sweep/a/r1`)."""
+    return Path(logdir) / run_id
+
+
+def run_id_for(path: Path | str, root: Path | str) -> str:
+    """THE run-id rule, the inverse of `run_dir`: what a log file under `root` is called.
+
+    `<root>/<run>/mllog.txt` and `<root>/<run>/output.log` belong to the run `<run>` (the folder's
+    path below root; a run folder given as root is named after itself); any other log is named by
+    its path below root without `.txt`/`.log` (an MLPerf results tree: `bert/result_0`). A single
+    file given as root is read against its folder.
+    """
+    path, root = Path(path), Path(root)
+    if root == path:
+        root = path.parent
+    try:
+        rel = path.relative_to(root)
+    except ValueError:
+        rel = Path(path.name)
+    if path.name in RUN_LOGS:
+        folder = rel.parent.as_posix()
+        return folder if folder not in ("", ".") else root.name or "run"
+    return rel.with_suffix("").as_posix() if rel.suffix in _LOG_SUFFIXES else rel.as_posix()
+
+
+def archived_name(attempt: int, name: str) -> str:
+    """Where attempt `attempt`'s `name` is kept after a restart (hidden: never read as a new run)."""
+    return f".attempt-{attempt}.{name}"
+
+
+def request_name(sent_at: float, token: str) -> str:
+    """A request file's name in REQUESTS_DIR: sorts oldest first, unique per sender."""
+    return f"{sent_at:.6f}-{token}.json"
+
+
+def is_log_name(path: Path | str) -> bool:
+    """Files worth reading for mllog records (cheap name test; content decides later).
+
+    `*.txt`, `*.log` or a name containing `mllog`; never perfwatch's own records, hidden files
+    (attempt archives, temp files of atomic writes), rotated copies or compressed files.
+    """
+    name = os.path.basename(path)
+    if name in OWN_FILES or name.startswith(".") or _ROTATED.search(name):
+        return False
+    return name.endswith(_LOG_SUFFIXES) or "mllog" in name
+
+
+def write_json_atomic(path: Path, data: object, *, indent: int | None = 1) -> None:
+    """Temp file in the same folder + fsync + rename: readers never see half a file."""
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "w", encoding="utf-8") as fh:
+            json.dump(data, fh, indent=indent, sort_keys=True)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
