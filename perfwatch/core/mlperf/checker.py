@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -244,7 +245,7 @@ def check_file(
 
 def check_tree(root: str | Path, *, ruleset: str | None = None) -> list[CheckResult]:
     """Check every run log under `root`."""
-    root = Path(root)
+    root = Path(os.path.abspath(root))  # run ids as the RunBook gives them, however root is spelled
     return [check_file(p, ruleset=ruleset, root=root) for p in find_logs(root)]
 
 

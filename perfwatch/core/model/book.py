@@ -120,7 +120,7 @@ class RunBook:
         """Apply `LineBatch`es (path, lines, reset); returns the ids of runs that changed."""
         changed: set[str] = set()
         for batch in batches:
-            path: str = batch.path  # type: ignore[attr-defined]
+            path: str = _absolute(batch.path)  # type: ignore[attr-defined]
             lines: list[bytes] = batch.lines  # type: ignore[attr-defined]
             reset: bool = batch.reset  # type: ignore[attr-defined]
             src = self.source_for(path)
@@ -135,10 +135,11 @@ class RunBook:
         lines = data.split(b"\n")
         if lines and lines[-1] == b"":
             lines.pop()
-        src = self.source_for(str(path))
+        path = _absolute(path)
+        src = self.source_for(path)
         if src is None:
             return None
-        self._feed(src, str(path), lines, False)
+        self._feed(src, path, lines, False)
         return src.run_id if src.run_id in self.runs else None
 
     def _feed(self, src: _Source, path: str, lines: list[bytes], reset: bool) -> bool:
@@ -220,6 +221,13 @@ class RunBook:
         return tuple(tail) if tail else ()
 
 
+def _absolute(path: Path | str) -> str:
+    """The root is absolute; a path spelled relative or with `..` must be too, else no path is
+    "under" the root and every `result_N.txt` of a tree collapses into one run `result_N`.
+    `abspath`, not `resolve`: a tree opened through a symlink keeps the symlink's spelling."""
+    return os.path.abspath(path)
+
+
 READ_CHUNK = 1 << 20  # 1 MiB: as fast as 4 MiB here, and a lower RSS high-water mark
 
 
@@ -243,7 +251,7 @@ def iter_line_batches(path: Path | str, chunk: int = READ_CHUNK) -> Iterator[lis
 
 def load(root: Path | str, *, ruleset: str | None = None) -> RunBook:
     """Read every log under `root` once (headless report/check)."""
-    root = Path(root)
+    root = Path(os.path.abspath(root))  # one spelling for the root and every path found under it
     book = RunBook(root.parent if root.is_file() else root, ruleset=ruleset)
     for path in discover(root):
         try:
