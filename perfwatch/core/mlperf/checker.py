@@ -20,20 +20,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from mlperf_logging.benchmark_meta import get_allowed_benchmarks
 from mlperf_logging.compliance_checker import mlp_compliance
 
+from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.mllog import TOKEN, parse_path
 from perfwatch.core.layout import MLLOG_FILE, run_id_for
 from perfwatch.core.mlperf.live_checks import ENQUEUE_KEYS, unsafe_rule_value
-from perfwatch.core.mlperf.targets import RULES_DIR, latest_ruleset, ruleset_from_path, training_rulesets
-from perfwatch.core.model.book import discover
+from perfwatch.core.mlperf.rulesets import PERFWATCH_RULES_DIR, USAGE, config_for, is_official, ruleset_for
+from perfwatch.core.mlperf.targets import RULES_DIR, training_rulesets
 
-USAGE = "training"
 SNIFF_BYTES = 1 << 16
 _LOCK = threading.RLock()  # the checker's config queue and the root logger are process-global
-# perfwatch's own workloads ship rules that apply MLPerf's common rules to their benchmark names
-PERFWATCH_RULES_DIR = Path(__file__).resolve().parents[2] / "instrument" / "rules"
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,50 +114,6 @@ def log_facts(path: Path) -> tuple[str | None, str | None, list[str]]:
             elif ev.key == "submission_division" and division is None and isinstance(ev.value, str):
                 division = ev.value
     return bench, division, unsafe
-
-
-def is_official(benchmark: str | None, ruleset: str) -> bool:
-    if not benchmark:
-        return False
-    try:
-        return benchmark in get_allowed_benchmarks(USAGE, ruleset)
-    except (KeyError, ValueError, IndexError):
-        return False
-
-
-def ruleset_for(path: Path, benchmark: str | None, requested: str | None = None) -> str:
-    """The option, else the version in the path, else the latest ruleset that knows the benchmark."""
-    if requested:
-        return requested
-    detected = ruleset_from_path(path)
-    if detected:
-        return detected
-    for rs in reversed(training_rulesets()):
-        if is_official(benchmark, rs):
-            return rs
-    return latest_ruleset()
-
-
-def perfwatch_rules(ruleset: str, benchmark: str) -> Path | None:
-    """perfwatch.instrument's rules file for its own workload names in `ruleset`, if shipped."""
-    try:
-        from perfwatch.instrument.compliance import WORKLOAD_BENCHMARKS, rules_path
-    except ImportError:
-        return None
-    path = rules_path(ruleset)
-    return path if benchmark in WORKLOAD_BENCHMARKS and path.is_file() else None
-
-
-def config_for(ruleset: str, benchmark: str | None) -> str:
-    """The official `training_X/common.yaml`, or perfwatch's rules for its own benchmark names.
-
-    The checker joins the name to its own folder; an absolute path stays as it is.
-    """
-    if benchmark and not is_official(benchmark, ruleset):
-        own = perfwatch_rules(ruleset, benchmark)
-        if own is not None:
-            return str(own)
-    return f"{USAGE}_{ruleset}/common.yaml"
 
 
 # ---- running the official checker ----------------------------------------------------------------------------
@@ -258,6 +211,6 @@ def official_command(path: str | Path, ruleset: str, config: str | None = None) 
 
 
 __all__ = [
-    "CheckResult", "RULES_DIR", "check_file", "check_tree", "config_for", "find_logs", "official_command",
-    "ruleset_for", "run_id_for",
+    "CheckResult", "RULES_DIR", "captured_logs", "check_file", "check_tree", "config_for", "find_logs",
+    "is_official", "official_command", "ruleset_for",
 ]

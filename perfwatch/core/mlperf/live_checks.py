@@ -40,6 +40,7 @@ from typing import Any
 import yaml
 
 from perfwatch.core.ingest.mllog import Event
+from perfwatch.core.mlperf.rulesets import config_for, ruleset_for
 from perfwatch.core.mlperf.targets import RULES_DIR, latest_ruleset
 
 MAX_BUFFERED = 50_000  # records before run_start judged at once; past this we judge with what we know
@@ -215,12 +216,10 @@ class LiveChecker:
         for ev in buffer:
             firsts.setdefault(ev.key, ev.value)
         if self.config is None:
-            from perfwatch.core.mlperf import checker as compliance  # (it imports this module)
-
             bench = firsts.get("submission_benchmark")
             bench = bench if isinstance(bench, str) else None
-            self.ruleset = compliance.ruleset_for(Path(), bench, self._requested[0])
-            self.config = compliance.config_for(self.ruleset, bench)
+            self.ruleset = ruleset_for(Path(), bench, self._requested[0])
+            self.config = config_for(self.ruleset, bench)
         self._load(self.config)
         progress = True
         while progress:  # rule files enqueue others from a key's value (division, benchmark, optimizer)

@@ -19,51 +19,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from perfwatch.core.ingest.discover import discover
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, run_id_for
 from perfwatch.core.mlperf.targets import Target, ruleset_from_path
 from perfwatch.core.model.run import Run, RunView
 
+__all__ = ["RunBook", "discover", "iter_line_batches", "load"]
+
 LOG_TAIL_LINES = 200
-
-
-def discover(root: Path | str) -> list[Path]:
-    """Log files under `root` in a stable order (folders sorted, result_N numerically)."""
-    root = Path(root)
-    if root.is_file():
-        return [root]
-    found: list[Path] = []
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith("."))
-        names = set(filenames)
-        for name in sorted(filenames, key=_natural_key):
-            if name == OUTPUT_FILE and MLLOG_FILE in names:
-                continue  # read for its tail by the live view; records come from mllog.txt
-            path = Path(dirpath) / name
-            if is_log_name(path):
-                found.append(path)
-    return found
-
-
-def _natural_key(name: str) -> tuple[object, ...]:
-    parts: list[object] = []
-    num = ""
-    text = ""
-    for ch in name:
-        if ch.isdigit():
-            if text:
-                parts.append(text)
-                text = ""
-            num += ch
-        else:
-            if num:
-                parts.append(int(num))
-                num = ""
-            text += ch
-    if num:
-        parts.append(int(num))
-    if text:
-        parts.append(text)
-    return tuple((0, p) if isinstance(p, int) else (1, p) for p in parts)
 
 
 @dataclass(slots=True)
