@@ -7,7 +7,9 @@ import sys
 from pathlib import Path
 
 from perfwatch.commands.launch import open_ui
-from perfwatch.core.engine import attach_session
+from perfwatch.core.control.registry import RegistryError
+from perfwatch.core.engine import Session, attach_session
+from perfwatch.text.escape import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +27,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--no-control", action="store_true", help="only watch: never signal or start runs")
     p.add_argument("--once", action="store_true",
                    help="read every log once, print the report and exit (implies --headless --no-control)")
+    p.add_argument("--take-over", action="store_true",
+                   help="a LOGDIR you did not launch on this host: show what taking it over would run, "
+                   "and run it once confirmed (interactively, or with --confirm DIGEST)")
+    p.add_argument("--confirm", metavar="DIGEST",
+                   help="with --take-over: the plan digest that --take-over printed; taken over only if "
+                   "the plan is still exactly that one")
     p.add_argument("--owner", action="store_true", help=argparse.SUPPRESS)  # the --detach background process
     p.add_argument("--theme", help="TUI theme name")
     p.set_defaults(func=run)
@@ -36,8 +44,82 @@ def run(args: argparse.Namespace) -> int:
         return 2
     if args.once:
         args.headless, args.no_control = True, True
-    session = attach_session(args.logdir, poll=args.poll, control=not args.no_control)
+    if args.confirm and not args.take_over:
+        print("perfwatch attach: --confirm goes with --take-over", file=sys.stderr)
+        return 2
+    try:
+        session = attach_session(args.logdir, poll=args.poll, control=not args.no_control,
+                                 confirm=args.confirm if args.take_over else None)
+        if session.untrusted is not None:
+            session = _untrusted(session, args)
+    except RegistryError as exc:
+        print(printable(f"perfwatch attach: {exc}"), file=sys.stderr)
+        return 2
+    except _Refused as exc:
+        return exc.code
     if args.owner and not session.owns_campaign:
         print(f"perfwatch attach: {args.logdir} is already owned by another perfwatch", file=sys.stderr)
         return 2
     return open_ui(session, args, stop_on_interrupt=False)
+
+
+class _Refused(Exception):
+    def __init__(self, code: int) -> None:
+        self.code = code
+
+
+def describe_plan(data: dict) -> list[str]:
+    """What taking this registry over would do: the runs it would start, the processes it would adopt."""
+    import shlex
+
+    lines = []
+    for rec in data["runs"]:
+        state, rid = rec.get("state"), rec.get("run_id")
+        if state in ("queued", "starting") and not rec.get("pid"):
+            env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted((rec.get("env") or {}).items()))
+            lines.append(f"  start {rid}: {shlex.join(rec.get('argv') or [])}")
+            lines.append(f"        in {rec.get('cwd')}" + (f" with {env}" if env else ""))
+            if rec.get("cache_clear_cmd"):
+                lines.append(f"        first: {shlex.join(rec['cache_clear_cmd'])}")
+        elif rec.get("pid") and state in ("running", "paused", "stalled", "stopping", "starting"):
+            lines.append(f"  adopt {rid}: pid {rec.get('pid')} (stop/kill would signal its process group)")
+    return lines or ["  nothing: every run has ended"]
+
+
+def _untrusted(session: Session, args: argparse.Namespace) -> Session:
+    """Watch only, or show the plan and take it over once the user confirms this exact plan."""
+    from perfwatch.core.control import trust
+
+    exc = session.untrusted
+    assert exc is not None
+    where = args.logdir
+    if not args.take_over:
+        print(printable(f"perfwatch attach: not taking {where} over: {exc.reason}. Watching only: nothing "
+                        f"is started or signalled. `perfwatch attach {where} --take-over` shows what would run."),
+              file=sys.stderr)
+        # nobody will ever start its queued runs: headless reports what the logs hold, it does not wait
+        args.once = args.once or args.headless or not sys.stdout.isatty()
+        return session
+    if exc.changed:
+        print(printable(f"perfwatch attach: the plan in {where} is not the one confirmed (digest "
+                        f"{args.confirm}); not taken over. Run --take-over again to see it."), file=sys.stderr)
+        raise _Refused(2)
+    digest = trust.short_digest(exc.data)
+    print(printable(f"{where}: {exc.reason}.\nTaking it over would:"), file=sys.stderr)
+    for line in describe_plan(exc.data):
+        print(printable(line), file=sys.stderr)
+    print(f"plan digest: {digest}", file=sys.stderr)
+    if sys.stdin.isatty():
+        answer = input("Take it over and run this plan? Type 'yes': ").strip().lower()
+        if answer != "yes":
+            print("perfwatch attach: not taken over", file=sys.stderr)
+            raise _Refused(1)
+    else:
+        print(printable(f"perfwatch attach: not taken over (no terminal to ask). To run exactly this plan: "
+                        f"perfwatch attach {where} --take-over --confirm {digest}"), file=sys.stderr)
+        raise _Refused(2)
+    confirmed = attach_session(args.logdir, poll=args.poll, control=not args.no_control, confirm=digest)
+    if confirmed.untrusted is not None:
+        print("perfwatch attach: the plan changed while you read it; not taken over", file=sys.stderr)
+        raise _Refused(2)
+    return confirmed

@@ -16,7 +16,7 @@ from pathlib import Path
 from perfwatch.core.control import registry
 from perfwatch.core.control.campaign import Campaign
 from perfwatch.core.control.controller import ClientController, Controller
-from perfwatch.core.control.scheduler import Scheduler
+from perfwatch.core.control.scheduler import Scheduler, Untrusted
 from perfwatch.core.mlperf.targets import Target
 from perfwatch.core.model.book import RunBook
 
@@ -31,6 +31,7 @@ class Session:
     controller: Controller | None
     host: dict = field(default_factory=dict)
     baseline: str | None = None
+    untrusted: Untrusted | None = None  # a registry not signed by this user here: watched only
 
     def target_reached(self, run_id: str) -> bool:
         """What `exit_at_target` asks: does this run's log say its target was reached?"""
@@ -62,10 +63,15 @@ def launch_session(campaign: Campaign, logdir: Path, *, poll: bool = False) -> S
     return session
 
 
-def attach_session(path: Path, *, poll: bool = False, control: bool = True) -> Session:
-    """Open LOGDIR (take over / client / plain logs, see module docstring)."""
+def attach_session(path: Path, *, poll: bool = False, control: bool = True, confirm: str | None = None) -> Session:
+    """Open LOGDIR (take over / client / plain logs, see module docstring).
+
+    A registry this user did not launch on this host is only watched (`session.untrusted` says
+    why) unless `confirm` is its plan's short digest. `registry.RegistryError` when perfwatch.json
+    exists but is unreadable or unsafe.
+    """
     path = Path(path)
-    data = registry.read(path) if path.is_dir() else None
+    data = registry.load(path) if path.is_dir() else None
     if data is None:
         root = path.parent if path.is_file() else path
         return Session(root, path.name, RunBook(root), [path], poll, None)
@@ -73,7 +79,11 @@ def attach_session(path: Path, *, poll: bool = False, control: bool = True) -> S
     session = Session(path, str(data.get("name") or path.name), book, [path], poll, None,
                       host=data.get("host") or {}, baseline=data.get("baseline"))
     if control:
-        owner = Scheduler.take_over(path, target_reached=session.target_reached)
+        try:
+            owner = Scheduler.take_over(path, target_reached=session.target_reached, confirm=confirm)
+        except Untrusted as exc:
+            session.untrusted = exc
+            return session
         if owner is not None:
             owner.record_telemetry()
         session.controller = owner if owner is not None else ClientController(path)

@@ -25,7 +25,9 @@ from typing import Any
 
 import psutil
 
+from perfwatch.core.control import trust
 from perfwatch.core.control.campaign import Campaign, Launcher, RunSpec
+from perfwatch.core.control.paths import run_id_problem
 from perfwatch.core.layout import LOCK_FILE, REGISTRY_FILE, write_json_atomic
 from perfwatch.core.mlperf.targets import Target
 
@@ -77,7 +79,8 @@ def spec_from_dict(data: dict[str, Any]) -> RunSpec:
 
 
 def new_registry(campaign: Campaign, logdir: Path) -> dict[str, Any]:
-    return {
+    """The plan of a new campaign, signed as this user's on this host (see `trust`)."""
+    data = {
         "format": FORMAT, "name": campaign.name, "file": str(Path(campaign.file).resolve()),
         "description": campaign.description, "logdir": str(logdir.resolve()), "created_at": time.time(),
         "config": campaign.config, "system": campaign.system, "baseline": campaign.baseline,
@@ -85,6 +88,8 @@ def new_registry(campaign: Campaign, logdir: Path) -> dict[str, Any]:
         "host": host_facts(), "scheduler": None,
         "runs": [{**spec_to_dict(s), "state": "queued", "attempt": 1} for s in campaign.runs],
     }
+    trust.sign(data)
+    return data
 
 
 def write(logdir: Path, data: dict[str, Any]) -> None:
@@ -98,6 +103,69 @@ def read(logdir: Path) -> dict[str, Any] | None:
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) and isinstance(data.get("runs"), list) else None
+
+
+class RegistryError(Exception):
+    """perfwatch.json exists but cannot be used: unreadable, truncated, or with unsafe content."""
+
+
+def load(logdir: Path) -> dict[str, Any] | None:
+    """perfwatch.json checked for use by a scheduler: None if there is none; RegistryError if it is
+    unreadable (truncated, not JSON) or names something unsafe (a run folder outside LOGDIR, an
+    argv that is not a list of strings, NUL bytes)."""
+    path = Path(logdir) / REGISTRY_FILE
+    try:
+        text = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise RegistryError(f"{path}: unreadable: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise RegistryError(f"{path}: unreadable (truncated or not JSON: {exc})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        raise RegistryError(f"{path}: unreadable: not a perfwatch registry (no runs list)")
+    problems = content_problems(data)
+    if problems:
+        raise RegistryError(f"{path}: refused: " + "; ".join(problems[:5]))
+    return data
+
+
+def _strings(value: object, what: str, out: list[str], *, allow_empty: bool = False) -> None:
+    if not isinstance(value, list) or (not value and not allow_empty) or \
+            not all(isinstance(v, str) and "\0" not in v for v in value):
+        out.append(f"{what} is not a list of strings without NUL bytes")
+
+
+def content_problems(data: dict[str, Any]) -> list[str]:
+    """What in a registry a scheduler must not act on (run ids, argv, env, cwd)."""
+    out: list[str] = []
+    seen: set[str] = set()
+    for i, rec in enumerate(data["runs"]):
+        if not isinstance(rec, dict):
+            out.append(f"runs[{i}] is not a mapping")
+            continue
+        rid = rec.get("run_id")
+        problem = run_id_problem(rid)
+        if problem:
+            out.append(f"runs[{i}]: {problem}")
+            continue
+        assert isinstance(rid, str)
+        if rid in seen:
+            out.append(f"runs[{i}]: run id {rid!r} appears twice")
+        seen.add(rid)
+        _strings(rec.get("argv"), f"runs[{i}].argv", out)
+        if rec.get("cache_clear_cmd") is not None:
+            _strings(rec.get("cache_clear_cmd"), f"runs[{i}].cache_clear_cmd", out)
+        env = rec.get("env") or {}
+        if not isinstance(env, dict) or not all(
+                isinstance(k, str) and isinstance(v, str) and k and "=" not in k and "\0" not in k + v
+                for k, v in env.items()):
+            out.append(f"runs[{i}].env is not a mapping of names (no '=', no NUL) to strings")
+        if not isinstance(rec.get("cwd"), str) or "\0" in rec["cwd"]:
+            out.append(f"runs[{i}].cwd is not a folder name")
+    return out
 
 
 def try_lock(logdir: Path) -> int | None:

@@ -24,9 +24,10 @@ from typing import Any
 import psutil
 
 from perfwatch.core.control import process as launch
-from perfwatch.core.control import registry
+from perfwatch.core.control import registry, trust
 from perfwatch.core.control.campaign import Campaign, RunSpec
 from perfwatch.core.control.controller import ProcInfo, RunState, allowed, cached_tail, take_requests
+from perfwatch.core.control.paths import UnsafePath, run_folder
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, REGISTRY_FILE, run_dir
 
 AT_TARGET_GRACE = 3.0  # s a workload gets to stop by itself after its log says target reached
@@ -54,6 +55,14 @@ class _Run:
     active_at: float = 0.0
     target_seen_at: float | None = None
     priority: bool = False
+
+
+class Untrusted(Exception):
+    """A registry this user did not sign on this host (see `trust`): watch it, never run its plan."""
+
+    def __init__(self, reason: str, data: dict, *, changed: bool = False) -> None:
+        super().__init__(reason)
+        self.reason, self.data, self.changed = reason, data, changed
 
 
 def _cost(spec: RunSpec) -> int:
@@ -104,16 +113,31 @@ class Scheduler:
 
     @classmethod
     def take_over(cls, logdir: Path, *, target_reached: Callable[[str], bool] | None = None,
-                  gpus: tuple[int, ...] | None = None) -> Scheduler | None:
-        """Own an existing campaign whose scheduler is gone; None if it is still alive."""
-        data = registry.read(logdir)
-        if data is None:
+                  gpus: tuple[int, ...] | None = None, confirm: str | None = None) -> Scheduler | None:
+        """Own an existing campaign whose scheduler is gone; None if it is still alive.
+
+        Only a plan this user signed on this host is taken over silently; any other raises
+        `Untrusted` unless `confirm` is the plan's short digest (`attach --take-over`), in which
+        case this user signs it. `registry.RegistryError` when perfwatch.json is unreadable or unsafe.
+        """
+        if registry.load(logdir) is None:
             return None
         fd = registry.try_lock(logdir)
         if fd is None:
             return None
-        data = registry.read(logdir) or data  # re-read under the lock
-        return cls(logdir, data, fd, target_reached=target_reached, gpus=gpus)
+        try:
+            data = registry.load(logdir)  # re-read under the lock: this is the plan that will run
+            if data is None:
+                raise registry.RegistryError(f"{logdir}: perfwatch.json disappeared")
+            reason = trust.untrusted_reason(data)
+            if reason is not None:
+                if confirm != trust.short_digest(data):
+                    raise Untrusted(reason, data, changed=confirm is not None)
+                trust.sign(data)
+            return cls(logdir, data, fd, target_reached=target_reached, gpus=gpus)
+        except BaseException:
+            os.close(fd)
+            raise
 
     def _restore(self, rec: dict) -> _Run:
         run = _Run(registry.spec_from_dict(rec), rec)
@@ -126,8 +150,13 @@ class Scheduler:
             state = RunState(rec.get("state", "queued"))
         except ValueError:
             state = RunState.UNKNOWN
+        try:
+            folder = self._folder(run.spec.run_id)
+        except UnsafePath as exc:
+            run.state, run.reason = RunState.UNKNOWN, f"not adopted: {exc}"
+            return run
         if state.alive and rec.get("pid") and rec.get("create_time"):
-            run.proc = launch.adopt(rec["pid"], rec["create_time"], run_dir(self.logdir, run.spec.run_id))
+            run.proc = launch.adopt(rec["pid"], rec["create_time"], folder)
             run.intent = RunState(rec["intent"]) if rec.get("intent") else None
             run.state = RunState.PAUSED if run.proc.status() == psutil.STATUS_STOPPED else RunState.RUNNING
             if state is RunState.STOPPING:
@@ -138,6 +167,10 @@ class Scheduler:
         else:
             run.state = state
         return run
+
+    def _folder(self, run_id: str) -> Path:
+        """The run's folder; UnsafePath if it would lie outside LOGDIR (checked at every use)."""
+        return run_folder(self.logdir, run_id)
 
     # ---- Controller --------------------------------------------------------------
     def procs(self) -> Mapping[str, ProcInfo]:
@@ -196,7 +229,11 @@ class Scheduler:
         run = self.runs[run_id]
         if not self.can("restart", run_id):
             return
-        launch.archive_attempt(run_dir(self.logdir, run_id), run.attempt)
+        try:
+            launch.archive_attempt(self._folder(run_id), run.attempt)
+        except (UnsafePath, OSError) as exc:
+            self._set(run, run.state, f"cannot restart: {exc}")
+            return
         run.attempt += 1
         run.proc, run.exit_code, run.started_at, run.ended_at = None, None, None, None
         run.intent, run.stalled, run.target_seen_at, run.paused_total = None, False, None, 0.0
@@ -360,7 +397,11 @@ class Scheduler:
         if len(free) < spec.devices:
             return False
         run.devices = tuple(free[: spec.devices])
-        folder = run_dir(self.logdir, spec.run_id)
+        try:
+            folder = self._folder(spec.run_id)
+        except UnsafePath as exc:
+            self._set(run, RunState.FAILED, f"not started: {exc}")
+            return True
         env = {**spec.env, "PERFWATCH_MLLOG": str(folder / MLLOG_FILE), "PERFWATCH_RUN_ID": spec.run_id,
                "PERFWATCH_SEED": str(spec.seed), "CUDA_VISIBLE_DEVICES": ",".join(map(str, run.devices))}
         env.setdefault("OMP_NUM_THREADS", str(spec.threads))
