@@ -38,9 +38,10 @@ def campaign_file(tmp_path: Path, body: str) -> Path:
     return path
 
 
-def scheduler(tmp_path: Path, body: str) -> Scheduler:
-    campaign = load_campaign(campaign_file(tmp_path, body), base=ROOT)
-    return Scheduler.create(campaign, tmp_path / "logdir", gpus=())
+def scheduler(tmp_path: Path, body: str, gpus: tuple[int, ...] = ()) -> Scheduler:
+    """A scheduler for `body` on a machine whose GPUs are `gpus` (none by default, on any host)."""
+    campaign = load_campaign(campaign_file(tmp_path, body), base=ROOT, gpus=gpus)
+    return Scheduler.create(campaign, tmp_path / "logdir", gpus=gpus)
 
 
 def group_members(pgids: set[int]) -> list[int]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import shlex
 import subprocess
 import sys
@@ -30,12 +31,26 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def gpus_line(gpus: tuple[int, ...]) -> str:
+    """Which GPUs runs may get, and why those (perfwatch's own CUDA_VISIBLE_DEVICES limits them)."""
+    limit = os.environ.get("CUDA_VISIBLE_DEVICES")
+    why = f" (limited by CUDA_VISIBLE_DEVICES={limit!r})" if limit is not None else ""
+    if not gpus:
+        return f"GPUs: none visible{why}: runs train on the CPU"
+    return f"GPUs: {', '.join(map(str, gpus))}{why}; numbered in PCI bus order as NVML does"
+
+
 def print_plan(campaign: Campaign, logdir: Path) -> None:
+    from perfwatch.core.control.scheduler import planned_devices
+
     print(f"campaign {campaign.name}: {len(campaign.runs)} runs -> {logdir}")
     mp = campaign.max_parallel if campaign.max_parallel is not None else "auto"
     print(f"max_parallel: {mp}" + (f"   baseline: {campaign.baseline}" if campaign.baseline else ""))
+    print(gpus_line(campaign.gpus))
+    where = planned_devices(campaign.runs, campaign.gpus, campaign.max_parallel)
     for r in campaign.runs:
-        limits = [f"seed {r.seed}", f"gpus {r.devices}"]
+        device = where[r.run_id] + (f" ({r.devices_note})" if r.devices_note and r.devices_note != "auto" else "")
+        limits = [f"seed {r.seed}", device]
         if r.timeout:
             limits.append(f"timeout {r.timeout:g}s")
         if r.stall_after:

@@ -68,7 +68,8 @@ class _Printer:
             run = book.get(rid)
             parts = [f"{rid:<24} {info.state.value:<9}"]
             if info.state is RunState.RUNNING and info.pid:
-                parts.append(f"pid {info.pid}" + (f" attempt {info.attempt}" if info.attempt > 1 else ""))
+                parts.append(f"pid {info.pid}" + (f" attempt {info.attempt}" if info.attempt > 1 else "")
+                             + (f" gpu {','.join(map(str, info.devices))}" if info.devices else ""))
             if info.reason:
                 parts.append(info.reason)
             if info.state.terminal and run is not None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from perfwatch.core.control import process
 from perfwatch.core.control.job_settings import (
     CACHE_CLEAR_KEYS,
     CACHE_CLEAR_TIMEOUT,
@@ -79,6 +80,7 @@ class RunSpec:
     grid: dict[str, Any] = field(default_factory=dict)
     cache_clear_cmd: tuple[str, ...] | None = None  # run by the runner before the workload, each attempt
     cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
+    devices_note: str | None = None  # how `devices: auto` was resolved, for the plan
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class Campaign:
     system: dict[str, str]
     baseline: str | None
     max_parallel: int | None  # None = auto
-    gpus: tuple[int, ...] | None  # None = detect
+    gpus: tuple[int, ...]  # the GPUs runs may get (NVML indices): the ones validation counted on
     runs: tuple[RunSpec, ...]
     config: dict[str, Any]  # the file's plain data, for perfwatch.json
 
@@ -190,11 +192,33 @@ def _argv(cmd: list[str], args: list[tuple[str, Any]], launcher: Launcher, name:
     return tr + ["--no-python"] + parts
 
 
+def _devices(s: Settings, launcher: Launcher, gpus: tuple[int, ...], job: Y) -> tuple[int, str | None]:
+    """GPUs per run and, for `auto`, how it was decided. Each torchrun rank needs a GPU of its own."""
+    ranks = launcher.nproc_per_node
+    have = f"{len(gpus)} visible to perfwatch" if gpus else "none visible to perfwatch"
+    if s.devices is None:
+        if not gpus:
+            return 0, "auto: no GPU"
+        if len(gpus) < ranks:
+            return 0, f"auto: {ranks} ranks need {ranks} GPUs, {have}"
+        return ranks, "auto"
+    where = s.devices_y or job
+    if s.devices == 0:
+        return 0, None
+    if s.devices > len(gpus):
+        raise where.error(f"needs {s.devices} GPU(s) per run; this machine has {have} "
+                          "(use `devices: auto` or 0 for the CPU)")
+    if s.devices < ranks:
+        raise where.error(f"torchrun starts {ranks} ranks per node, one GPU each: devices must be >= {ranks} "
+                          "(or 0 for the CPU)")
+    return s.devices, None
+
+
 def _fill(text: str, values: dict[str, Any]) -> str:
     return text.format(**values) if "{" in text else text
 
 
-def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path) -> list[RunSpec]:
+def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[int, ...]) -> list[RunSpec]:
     m = y.mapping(JOB_KEYS)
     if "name" not in m:
         raise y.error("missing key 'name'")
@@ -213,6 +237,7 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path) -> list[RunSp
     if s.cache_clear_cmd is not None and s.cache_clear_y is not None:
         _check_cmd(s.cache_clear_y.seq(), list(s.cache_clear_cmd), cwd)
     launcher = _launcher(m["launcher"]) if "launcher" in m else Launcher()
+    devices, devices_note = _devices(s, launcher, gpus, y)
     axes: list[tuple[str, list[Any]]] = []
     if "args" in m:
         for key, ay in m["args"].mapping().items():
@@ -243,20 +268,22 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path) -> list[RunSp
                 clear = (sys.executable, *clear[1:]) if clear[0] in _PYTHONS else clear
             runs.append(RunSpec(
                 run_id=run_id, job=name, group=group, benchmark=s.benchmark, index=index, seed=seed,
-                argv=tuple(argv), env=env, cwd=str(cwd), devices=s.devices, threads=s.threads,
+                argv=tuple(argv), env=env, cwd=str(cwd), devices=devices, threads=s.threads,
                 precision=s.precision, timeout=s.timeout, stall_after=s.stall_after, grace=s.grace,
                 target=s.target, exit_at_target=s.exit_at_target, isolate=s.isolate,
                 flops_per_sample=s.flops_per_sample, launcher=launcher, grid=grid,
-                cache_clear_cmd=clear, cache_clear_timeout=s.cache_clear_timeout,
+                cache_clear_cmd=clear, cache_clear_timeout=s.cache_clear_timeout, devices_note=devices_note,
             ))
     return runs
 
 
-def load_campaign(path: str | Path, *, base: Path | None = None) -> Campaign:
+def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int, ...] | None = None) -> Campaign:
     """Validate and expand a campaign file; raises CampaignError naming file:line:field.
 
     Relative `cmd` scripts and `cwd` resolve against `base` (default: the current directory),
     the way `perfwatch launch workloads/demo.yaml` is typed from the checkout root.
+    `gpus` is this machine's GPUs perfwatch may use (default: `process.detect_gpus()`);
+    `devices` of every job is resolved and checked against it (or the campaign's `scheduler.gpus`).
     """
     root = load(Path(path))
     base = (base or Path.cwd()).resolve()
@@ -284,20 +311,30 @@ def load_campaign(path: str | Path, *, base: Path | None = None) -> Campaign:
                 raise dm[key].error(f"also set at the top level (line {m[key].line}); set it in one place")
         defaults = settings(dm, defaults)
     max_parallel: int | None = None
-    gpus: tuple[int, ...] | None = None
+    machine = process.detect_gpus() if gpus is None else tuple(gpus)
+    gpus = machine
     if "scheduler" in m:
         sm = m["scheduler"].mapping(SCHEDULER_KEYS)
         if "max_parallel" in sm and sm["max_parallel"].text() != "auto":
             max_parallel = sm["max_parallel"].integer(minimum=1)
         if "gpus" in sm and sm["gpus"].text() != "auto":
-            gpus = tuple(g.integer(minimum=0) for g in sm["gpus"].seq())
+            listed = []
+            for g in sm["gpus"].seq():
+                index = g.integer(minimum=0)
+                if index not in machine:
+                    seen = ", ".join(map(str, machine)) if machine else "none"
+                    raise g.error(f"no GPU {index} here (GPUs visible to perfwatch: {seen})")
+                if index in listed:
+                    raise g.error(f"GPU {index} listed twice")
+                listed.append(index)
+            gpus = tuple(listed)
     jobs = m["jobs"].seq()
     if not jobs:
         raise m["jobs"].error("empty list: a campaign needs at least one job")
     runs: list[RunSpec] = []
     seen_jobs: dict[str, Y] = {}
     for jy in jobs:
-        job_runs = _job_runs(jy, defaults, name, base)
+        job_runs = _job_runs(jy, defaults, name, base, gpus)
         jname = job_runs[0].job if job_runs else ""
         if jname in seen_jobs:
             ny = jy.mapping()["name"]

@@ -39,7 +39,8 @@ class Settings:
     exit_at_target: bool = False
     timeout: float | None = None
     stall_after: float | None = None
-    devices: int = 0
+    devices: int | None = None  # GPUs per run; None = auto (resolved against the host's GPUs)
+    devices_y: Y | None = None
     precision: str | None = None
     flops_per_sample: float | None = None
     threads: int = 1
@@ -135,7 +136,13 @@ def settings(m: dict[str, Y], base: Settings) -> Settings:
         elif key == "cache_clear_timeout":
             s.cache_clear_timeout = y.duration()
         elif key == "devices":
-            s.devices = y.integer(minimum=0)
+            if y.text() == "auto":
+                s.devices = None
+            elif y.node.tag != "tag:yaml.org,2002:int":
+                raise y.error(f"expected 'auto' or a number of GPUs per run (0 = CPU), got {y.text()!r}")
+            else:
+                s.devices = y.integer(minimum=0)
+            s.devices_y = y
         elif key == "threads":
             s.threads = y.integer(minimum=1)
         elif key == "precision":

@@ -11,12 +11,14 @@ so a reused pid is never signalled.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,17 +30,57 @@ _SAME_START = 0.05  # seconds: psutil create_time resolution is one clock tick (
 
 
 def detect_gpus() -> tuple[int, ...]:
-    """GPU indices via NVML; none when NVML or a driver is missing."""
+    """NVML indices of the GPUs perfwatch may hand out; none when NVML or a driver is missing.
+
+    All GPUs NVML sees, limited by a CUDA_VISIBLE_DEVICES already set in perfwatch's own
+    environment (see `visible_gpus`). NVML numbers GPUs in PCI bus order, which is why every
+    run also gets CUDA_DEVICE_ORDER=PCI_BUS_ID.
+    """
     try:
         import pynvml
 
         pynvml.nvmlInit()
-        try:
-            return tuple(range(pynvml.nvmlDeviceGetCount()))
-        finally:
-            pynvml.nvmlShutdown()
     except Exception:  # noqa: BLE001 - no NVML means no GPUs to hand out
         return ()
+    try:
+        uuids = []
+        for i in range(int(pynvml.nvmlDeviceGetCount())):
+            try:
+                raw = pynvml.nvmlDeviceGetUUID(pynvml.nvmlDeviceGetHandleByIndex(i))
+                uuids.append(raw.decode() if isinstance(raw, bytes) else str(raw))
+            except Exception:  # noqa: BLE001 - an unusable GPU keeps its index, loses its UUID
+                uuids.append("")
+    except Exception:  # noqa: BLE001
+        return ()
+    finally:
+        with contextlib.suppress(Exception):
+            pynvml.nvmlShutdown()
+    return visible_gpus(uuids, os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def visible_gpus(uuids: Sequence[str], cuda_visible: str | None) -> tuple[int, ...]:
+    """The NVML indices (PCI order) that a CUDA_VISIBLE_DEVICES value leaves visible.
+
+    `uuids[i]` is NVML GPU i's UUID. As CUDA reads the variable: unset = all; empty = none;
+    comma-separated indices or (prefixes of) `GPU-...` UUIDs; the list ends at the first entry
+    that names no GPU (CUDA ignores everything after an invalid one). MIG instances are not
+    whole GPUs perfwatch can hand out, so a `MIG-` entry ends the list too.
+    """
+    if cuda_visible is None:
+        return tuple(range(len(uuids)))
+    out: list[int] = []
+    for token in cuda_visible.split(","):
+        token = token.strip()
+        index: int | None = None
+        if token.isdigit():
+            index = int(token) if int(token) < len(uuids) else None
+        elif token.startswith("GPU-"):
+            hits = [i for i, u in enumerate(uuids) if u and u.startswith(token)]
+            index = hits[0] if len(hits) == 1 else None
+        if index is None or index in out:
+            break
+        out.append(index)
+    return tuple(out)
 
 
 def cpu_share(slot: int, slots: int) -> tuple[list[int], int]:

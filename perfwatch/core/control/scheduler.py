@@ -16,7 +16,7 @@ import signal
 import socket
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -70,6 +70,27 @@ def _cost(spec: RunSpec) -> int:
     return spec.threads * spec.launcher.nproc_per_node
 
 
+def planned_devices(runs: Sequence[RunSpec], gpus: Sequence[int], max_parallel: int | None = None) -> dict[str, str]:
+    """Per run, the devices the plan announces: `cpu`, `gpu 0`, `gpus 0,1`, or, for a run that must
+    wait for GPUs to free up, `gpu: first free of 0,1`. Mirrors `_start` for the runs that start at once."""
+    free = list(gpus)
+    started = 0
+    out: dict[str, str] = {}
+    for spec in runs:
+        room = max_parallel is None or started < max_parallel
+        if not spec.devices:
+            out[spec.run_id] = "cpu"
+        elif room and len(free) >= spec.devices:
+            mine, free = free[: spec.devices], free[spec.devices:]
+            out[spec.run_id] = ("gpu " if len(mine) == 1 else "gpus ") + ",".join(map(str, mine))
+        else:
+            n = "" if spec.devices == 1 else f"{spec.devices} "
+            out[spec.run_id] = f"gpu: first {n}free of {','.join(map(str, gpus))}"
+            continue
+        started += 1
+    return out
+
+
 class Scheduler:
     """Owns a campaign's runs (see module docstring); one per LOGDIR, guarded by a lock."""
 
@@ -90,10 +111,11 @@ class Scheduler:
         specs = [r.spec for r in self.runs.values()]
         self.cores = len(os.sched_getaffinity(0))
         # auto: GPU runs are limited by free GPUs; CPU runs by a budget of cores (threads x processes)
-        self.cpu_budget = data.get("max_parallel") is None and not any(s.devices for s in specs)
-        threads = min((_cost(s) for s in specs), default=1)
-        auto = len(self.gpus) if self.gpus and all(s.devices for s in specs) else max(1, self.cores // threads)
-        self.max_parallel = int(data.get("max_parallel") or auto)
+        self.cpu_budget = data.get("max_parallel") is None
+        cpu_specs = [s for s in specs if not s.devices]
+        threads = min((_cost(s) for s in cpu_specs), default=1)
+        auto = (len(self.gpus) if any(s.devices for s in specs) else 0) + (max(1, self.cores // threads) if cpu_specs else 0)
+        self.max_parallel = int(data.get("max_parallel") or max(1, auto))
         data["scheduler"] = {"pid": os.getpid(), "create_time": psutil.Process().create_time(),
                              "host": socket.gethostname(), "since": time.time(), "max_parallel": self.max_parallel}
         self._write()
@@ -373,18 +395,26 @@ class Scheduler:
         return len(alive), {d for r in alive for d in r.devices}, {r.slot for r in alive if r.slot is not None}
 
     def _fill(self, now: float) -> None:
+        """Start queued runs in order while there is room; a GPU run waiting for GPUs does not hold
+        back a CPU run behind it (and vice versa), but runs of one kind start in queue order."""
         queued = [r for r in self.runs.values() if r.state is RunState.QUEUED]
         queued.sort(key=lambda r: not r.priority)
+        waiting: set[bool] = set()  # kinds (uses GPUs?) with a run that must wait
         for run in queued:
+            gpu = bool(run.spec.devices)
+            if gpu in waiting:
+                continue
             count, _, _ = self._busy()
             if count >= self.max_parallel:
                 return
-            if self.cpu_budget and count:
-                used = sum(_cost(r.spec) for r in self.runs.values() if r.state.alive)
-                if used + _cost(run.spec) > self.cores:
-                    return
+            if self.cpu_budget and not gpu:
+                cpu_runs = [r for r in self.runs.values() if r.state.alive and not r.spec.devices]
+                used = sum(_cost(r.spec) for r in cpu_runs)
+                if cpu_runs and used + _cost(run.spec) > self.cores:
+                    waiting.add(gpu)
+                    continue
             if not self._start(run):
-                return
+                waiting.add(gpu)
 
     def _start(self, run: _Run) -> bool:
         """Start `run` if its devices are free; False means: wait (or it failed to start)."""
@@ -403,7 +433,9 @@ class Scheduler:
             self._set(run, RunState.FAILED, f"not started: {exc}")
             return True
         env = {**spec.env, "PERFWATCH_MLLOG": str(folder / MLLOG_FILE), "PERFWATCH_RUN_ID": spec.run_id,
-               "PERFWATCH_SEED": str(spec.seed), "CUDA_VISIBLE_DEVICES": ",".join(map(str, run.devices))}
+               "PERFWATCH_SEED": str(spec.seed), "CUDA_VISIBLE_DEVICES": ",".join(map(str, run.devices)),
+               # NVML numbers GPUs in PCI bus order; make CUDA agree, so index N is the same GPU to both
+               "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
         env.setdefault("OMP_NUM_THREADS", str(spec.threads))
         if spec.precision:
             env.setdefault("PERFWATCH_PRECISION", spec.precision)
