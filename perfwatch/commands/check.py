@@ -9,6 +9,7 @@ from pathlib import Path
 
 from perfwatch.core.mlperf.checker import CheckResult, check_tree
 from perfwatch.core.mlperf.targets import training_rulesets
+from perfwatch.text.escape import echo
 
 MAX_MESSAGE_LINES = 12
 
@@ -68,5 +69,5 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
-        print(render_table(results))
+        echo(render_table(results))
     return 0 if all(r.passed for r in results) else 1

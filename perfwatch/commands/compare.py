@@ -9,6 +9,7 @@ from pathlib import Path
 
 from perfwatch.core.model import book as runbook
 from perfwatch.core.results.comparison import compare, render_comparisons
+from perfwatch.text.escape import echo
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -41,5 +42,5 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([c.to_json() for c in rows], indent=2))
     else:
-        print(render_comparisons(rows))
+        echo(render_comparisons(rows))
     return 0 if any(c.speedup is not None for c in rows) else 1

@@ -85,9 +85,13 @@ def open_ui(session: Session, args: argparse.Namespace, *, stop_on_interrupt: bo
             pass
         else:
             return int(run_tui(session, theme=args.theme))
+    from typing import TextIO, cast
+
+    from perfwatch.text.escape import EscapingWriter
     from perfwatch.text.headless import run_headless
 
-    return run_headless(session, sys.stdout, stop_on_interrupt=stop_on_interrupt, once=getattr(args, "once", False))
+    out = cast(TextIO, EscapingWriter(sys.stdout))  # log lines and run output may hold control sequences
+    return run_headless(session, out, stop_on_interrupt=stop_on_interrupt, once=getattr(args, "once", False))
 
 
 def run(args: argparse.Namespace) -> int:

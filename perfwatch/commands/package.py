@@ -8,6 +8,7 @@ import sys
 
 from perfwatch.core.mlperf.targets import training_rulesets
 from perfwatch.core.results.submission import DIVISIONS, STATUSES, PackageError, PackageResult, package
+from perfwatch.text.escape import echo
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -70,5 +71,5 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"perfwatch package: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(result.to_json(), indent=2) if args.format == "json" else render(result))
+    echo(json.dumps(result.to_json(), indent=2) if args.format == "json" else render(result))
     return 0 if result.passed else 1

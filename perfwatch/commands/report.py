@@ -8,6 +8,7 @@ from pathlib import Path
 
 from perfwatch.core.model import book as runbook
 from perfwatch.core.results import summary as report_mod
+from perfwatch.text.escape import echo
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -64,10 +65,10 @@ def run(args: argparse.Namespace) -> int:
             body["baseline_grid"] = grid
         print(json.dumps(body, indent=2, default=str))
         return 0
-    print(report_mod.render(rep, args.format))
+    echo(report_mod.render(rep, args.format))
     if grid is not None:
         print()
-        print(render_grid(grid))
+        echo(render_grid(grid))
     return 0
 
 
