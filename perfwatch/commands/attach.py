@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from perfwatch.commands import _metrics
 from perfwatch.commands.launch import open_ui
 from perfwatch.core.control.registry import RegistryError
 from perfwatch.core.engine import Session, attach_session
@@ -35,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "the plan is still exactly that one")
     p.add_argument("--owner", action="store_true", help=argparse.SUPPRESS)  # the --detach background process
     p.add_argument("--theme", help="TUI theme name")
+    _metrics.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -47,6 +49,9 @@ def run(args: argparse.Namespace) -> int:
     if args.confirm and not args.take_over:
         print("perfwatch attach: --confirm goes with --take-over", file=sys.stderr)
         return 2
+    server, rc = _metrics.bind(args, "attach")
+    if rc and not args.owner:
+        return rc  # the detached owner runs the campaign anyway; its bind error is in scheduler.out
     try:
         session = attach_session(args.logdir, poll=args.poll, control=not args.no_control,
                                  confirm=args.confirm if args.take_over else None)
@@ -54,13 +59,19 @@ def run(args: argparse.Namespace) -> int:
             session = _untrusted(session, args)
     except RegistryError as exc:
         print(printable(f"perfwatch attach: {exc}"), file=sys.stderr)
+        if server is not None:
+            server.close()
         return 2
     except _Refused as exc:
+        if server is not None:
+            server.close()
         return exc.code
     if args.owner and not session.owns_campaign:
         print(f"perfwatch attach: {args.logdir} is already owned by another perfwatch", file=sys.stderr)
+        if server is not None:
+            server.close()
         return 2
-    return open_ui(session, args, stop_on_interrupt=False)
+    return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=False))
 
 
 class _Refused(Exception):

@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from perfwatch.commands import _metrics
 from perfwatch.core.control.campaign import Campaign, CampaignError, load_campaign
 from perfwatch.core.engine import Session, expand_logdir, launch_session
 
@@ -28,6 +29,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--logdir", type=Path, help="override the campaign's logdir")
     p.add_argument("--poll", action="store_true", help="poll files instead of inotify (NFS, Lustre)")
     p.add_argument("--theme", help="TUI theme name")
+    _metrics.add_arguments(p)
     p.set_defaults(func=run)
 
 
@@ -64,11 +66,11 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
         print(f"  {'':<26} {shlex.join(r.argv)}")
 
 
-def detach(logdir: Path) -> int:
+def detach(logdir: Path, extra: list[str] | None = None) -> int:
     """Hand the campaign to a background `perfwatch attach --headless` in its own session."""
     with open(logdir / "scheduler.out", "ab") as out:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "perfwatch", "attach", str(logdir), "--headless", "--owner"],
+            [sys.executable, "-m", "perfwatch", "attach", str(logdir), "--headless", "--owner", *(extra or [])],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,
         )
     print(f"campaign running in the background (scheduler pid {proc.pid}); logs in {logdir}")
@@ -104,13 +106,20 @@ def run(args: argparse.Namespace) -> int:
     if args.dry_run:
         print_plan(campaign, logdir)
         return 0
+    server, rc = _metrics.bind(args, "launch")
+    if rc:
+        return rc
     try:
         session = launch_session(campaign, logdir, poll=args.poll)
     except (FileExistsError, RuntimeError, OSError) as exc:
         print(f"perfwatch launch: {exc}", file=sys.stderr)
+        if server is not None:
+            server.close()
         return 2
     if args.detach:
         assert session.controller is not None
         session.controller.close(stop_runs=False)
-        return detach(logdir)
-    return open_ui(session, args, stop_on_interrupt=True)
+        if server is not None:
+            server.close()  # the port was free: the background owner listens on it from now on
+        return detach(logdir, _metrics.forward(args))
+    return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=True))

@@ -116,8 +116,13 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
     return Report(rows, benches)
 
 
-def metrics_columns(*, measure_cpu_peak: bool = True) -> Callable[[RunView], dict[str, Any]]:
-    """Throughput-now, MFU and telemetry columns (core/metrics); CPU runs use the measured host peak."""
+def metrics_columns(*, measure_cpu_peak: bool = True, cached_cpu_peak_only: bool = False
+                    ) -> Callable[[RunView], dict[str, Any]]:
+    """Throughput-now, MFU and telemetry columns (core/metrics); CPU runs use the measured host peak.
+
+    `cached_cpu_peak_only`: live consumers (the metrics endpoint) take the peak this host measured
+    before and never run the matmul benchmark themselves (it would steal the runs' cores).
+    """
     from perfwatch.core.measure import peaks as flops
     from perfwatch.core.measure import throughput as metrics
 
@@ -133,7 +138,10 @@ def metrics_columns(*, measure_cpu_peak: bool = True) -> Callable[[RunView], dic
             key = f"{dtype}/{threads}"
             if key not in cpu_peaks:
                 try:  # measured once per host, dtype and thread count, then cached
-                    cpu_peaks[key] = flops.cpu_peak(dtype, threads=threads)
+                    if cached_cpu_peak_only:
+                        cpu_peaks[key] = flops.cached_cpu_peak(dtype, threads=threads)
+                    else:
+                        cpu_peaks[key] = flops.cpu_peak(dtype, threads=threads)
                 except (ImportError, ValueError, RuntimeError):
                     cpu_peaks[key] = None
             peak = cpu_peaks[key]
