@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
+from test_launch_helpers import ROOT, campaign_file, wait_for
 
 from perfwatch.cli import main
 from perfwatch.core.telemetry.types import GpuSample, GpuStatus, HostSample, Snapshot
 from perfwatch.exporters.metrics import families
 from perfwatch.exporters.source import LiveRun, LiveSnapshot
-from test_launch_helpers import ROOT, campaign_file, wait_for
 
 CAMPAIGN = f"""
 name: scrape
@@ -89,7 +89,9 @@ def test_scrape_while_a_campaign_runs_equals_report(tmp_path: Path) -> None:
             for labels, _ in m.get("perfwatch_run_info", []):
                 if labels["run"] == "mlp.r0" and (not states or states[-1] != labels["state"]):
                     states.append(labels["state"])
-            return bool(states) and states[-1] == "succeeded"
+            # the process exit (state) can come before perfwatch has read the log's last lines: wait for run_stop
+            return bool(states) and states[-1] == "succeeded" and bool(
+                value(m, "perfwatch_run_time_to_train_seconds", "mlp.r0"))
 
         assert wait_for(mlp_done, timeout=90, step=0.2), f"states seen: {states}"
         assert states[0] in ("queued", "starting", "running") and states[-1] == "succeeded", states
@@ -173,3 +175,13 @@ def test_gpu_and_host_gauges_name_the_run_on_each_gpu() -> None:
            "'run': 'r1', 'reason': 'sw_power_cap'} 1.0" in text
     assert "perfwatch_host_cpu_percent {} 12.5" in text
     assert "perfwatch_run_info {'campaign': 'c', 'run': 'r1', 'job': 'job', 'benchmark': '', 'state': 'running'}" in text
+
+
+def test_the_grafana_dashboard_uses_only_documented_metrics() -> None:
+    import re
+
+    dash = (ROOT / "docs/grafana/perfwatch.json").read_text()
+    json.loads(dash)
+    used = set(re.findall(r"perfwatch_[a-z_]+", dash))
+    documented = set(re.findall(r"`(perfwatch_[a-z_]+)`", (ROOT / "docs/metrics.md").read_text()))
+    assert len(used) >= 10 and used <= documented, used - documented

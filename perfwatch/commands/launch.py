@@ -119,7 +119,11 @@ def run(args: argparse.Namespace) -> int:
     if args.detach:
         assert session.controller is not None
         session.controller.close(stop_runs=False)
+        url = server.url if server is not None else None
         if server is not None:
             server.close()  # the port was free: the background owner listens on it from now on
-        return detach(logdir, _metrics.forward(args))
+        rc = detach(logdir, _metrics.forward(args))
+        if url:
+            print(f"  metrics: {url}")
+        return rc
     return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=True))

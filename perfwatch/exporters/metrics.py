@@ -18,8 +18,8 @@ from typing import Any
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from perfwatch.core.layout import TELEMETRY_FILE
 from perfwatch.core.results.summary import metrics_columns, run_row
-from perfwatch.core.telemetry.jsonl import FILENAME as TELEMETRY_FILE
 from perfwatch.exporters.source import LiveRun, LiveSnapshot, Source
 
 RUN_LABELS = ["campaign", "run", "job", "benchmark", "state"]
