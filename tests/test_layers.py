@@ -228,6 +228,24 @@ def test_headless_core_imports_no_textual() -> None:
     assert out.stdout.strip() == ""
 
 
+def test_each_layer_names_what_the_next_may_use_and_imports_it_lazily() -> None:
+    packages = ("ingest", "telemetry", "mlperf", "control", "model", "measure", "results")
+    code = ("import importlib, sys\n"
+            f"for p in {packages!r}:\n"
+            "    importlib.import_module('perfwatch.core.' + p)\n"
+            "print(','.join(sorted(m for m in sys.modules if m.count('.') >= 3 and m.startswith('perfwatch.core.'))))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""  # importing a package imports none of its modules
+    import importlib
+
+    for name in packages:
+        pkg = importlib.import_module(f"perfwatch.core.{name}")
+        assert pkg.__doc__ and "TODO" not in pkg.__doc__ and len(pkg.__doc__) > 200
+        assert pkg.__all__
+        for export in pkg.__all__:
+            assert getattr(pkg, export) is not None, f"perfwatch.core.{name}.{export}"
+
+
 def test_report_command_imports_no_textual(mlperf_logs: Path) -> None:
     code = (
         "import sys\nfrom perfwatch.cli import main\n"
