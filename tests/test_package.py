@@ -167,7 +167,7 @@ def test_package_a_real_workload_run(tmp_path: Path) -> None:
     run = tmp_path / "campaign" / "mlp.r0"
     run.mkdir(parents=True)
     proc = subprocess.run(
-        [sys.executable, str(ROOT / "workloads/mlp.py"), "--mllog", str(run / "mllog.txt"), "--train-samples",
+        [sys.executable, str(ROOT / "workloads/mlp.py"), "--device", "cpu", "--mllog", str(run / "mllog.txt"), "--train-samples",
          "4096", "--eval-samples", "512", "--hidden", "64", "--depth", "2", "--batch-size", "256",
          "--target", "0.5", "--max-epochs", "20", "--no-flops"],
         capture_output=True, text=True, timeout=300, cwd=ROOT,

@@ -19,6 +19,7 @@ from types import ModuleType
 import pytest
 import torch
 
+from perfwatch.core import keys as pw_keys
 from perfwatch.core.ingest.mllog import parse_path
 from perfwatch.core.model.run import Run, RunView
 from perfwatch.instrument import compliance, harness, hparams
@@ -27,11 +28,11 @@ ROOT = Path(__file__).resolve().parents[1]
 WORKLOADS = ROOT / "workloads"
 
 TINY = {
-    "mlp": ["--hidden", "64", "--depth", "2", "--train-samples", "4096", "--eval-samples", "1024",
+    "mlp": ["--device", "cpu", "--hidden", "64", "--depth", "2", "--train-samples", "4096", "--eval-samples", "1024",
             "--batch-size", "128", "--target", "0.4"],
-    "cnn": ["--width", "8", "--train-samples", "512", "--eval-samples", "256", "--batch-size", "64",
+    "cnn": ["--device", "cpu", "--width", "8", "--train-samples", "512", "--eval-samples", "256", "--batch-size", "64",
             "--target", "0.3"],
-    "mlm": ["--d-model", "32", "--heads", "2", "--ff", "64", "--seq-len", "16", "--train-samples", "1024",
+    "mlm": ["--device", "cpu", "--d-model", "32", "--heads", "2", "--ff", "64", "--seq-len", "16", "--train-samples", "1024",
             "--eval-samples", "256", "--batch-size", "64", "--lr", "3e-3", "--target", "0.15"],
 }
 BENCHMARKS = {"mlp": "mlp_regression", "cnn": "cnn_shapes", "mlm": "mlm_arith"}
@@ -180,7 +181,7 @@ def test_bf16_autocast_run_is_logged_as_bf16(tmp_path: Path) -> None:
 
 
 def _setup(mod: ModuleType, argv: list[str]) -> harness.Setup:
-    args = hparams.parse_with_config(mod.parser(), argv)
+    args = hparams.parse_with_config(mod.parser(), ["--device", "cpu", *argv])
     return harness.prepare(args, mod.build, harness.runtime.DistInfo(0, 1, 0, 1))
 
 
@@ -230,6 +231,7 @@ def test_torchrun_two_processes_on_cpu_log_once_and_match_one_process(tmp_path: 
     assert keys.count("run_start") == 1 and keys.count("run_stop") == 1  # rank 0 only
     v = view_of(ddp_log)
     assert v.world_size == 2 and v.params["micro_batch_size"] == 32
+    assert v.params[pw_keys.DEVICES] == ["cpu", "cpu"] and v.params[pw_keys.DEVICE_COUNT] == 0
     single = subprocess.run([sys.executable, str(WORKLOADS / "mlp.py"), *args, "--mllog", str(one_log)],
                             capture_output=True, text=True, timeout=120)
     assert single.returncode == 0

@@ -9,7 +9,8 @@ Every key starts with `perfwatch_`; no other module spells one out.
 from __future__ import annotations
 
 __all__ = [
-    "DEVICE", "FLOPS_PER_SAMPLE", "OWN_KEYS", "PRECISION", "TARGET", "THREADS", "TOKENS_PER_SAMPLE", "WORLD_SIZE",
+    "DEVICE", "DEVICES", "DEVICE_COUNT", "FLOPS_PER_SAMPLE", "OWN_KEYS", "PRECISION", "TARGET", "THREADS",
+    "TOKENS_PER_SAMPLE", "WORLD_SIZE",
 ]
 
 # Model FLOPs of one training sample (forward + backward, 3x forward): the numerator of MFU.
@@ -22,10 +23,15 @@ PRECISION = "perfwatch_precision"
 WORLD_SIZE = "perfwatch_world_size"
 # The device rank 0 trains on, as torch names it: "NVIDIA H100 80GB HBM3", or "cpu".
 DEVICE = "perfwatch_device"
+# Every rank's device, in rank order: ["NVIDIA H100 80GB HBM3", "NVIDIA H100 80GB HBM3"] or ["cpu", "cpu"].
+DEVICES = "perfwatch_devices"
+# GPUs the run trains on: distinct GPUs over all ranks and nodes (one per rank); 0 on the CPU.
+DEVICE_COUNT = "perfwatch_device_count"
 # CPU runs only: torch's thread count, the measured CPU peak is per thread count.
 THREADS = "perfwatch_threads"
 # The workload's own quality target for eval_accuracy: value = threshold,
 # metadata = {"higher_is_better": bool}.
 TARGET = "perfwatch_target"
 
-OWN_KEYS = frozenset({FLOPS_PER_SAMPLE, TOKENS_PER_SAMPLE, PRECISION, WORLD_SIZE, DEVICE, THREADS, TARGET})
+OWN_KEYS = frozenset({FLOPS_PER_SAMPLE, TOKENS_PER_SAMPLE, PRECISION, WORLD_SIZE, DEVICE, DEVICES, DEVICE_COUNT,
+                      THREADS, TARGET})

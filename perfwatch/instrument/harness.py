@@ -18,6 +18,7 @@ import contextlib
 import gc
 import math
 import platform
+import socket
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -100,7 +101,7 @@ def prepare(args: argparse.Namespace, build: Callable[[argparse.Namespace], Task
     info = info or runtime.dist_env()
     runtime.configure_threads(info.local_world_size)
     runtime.set_deterministic(bool(args.deterministic))
-    device = runtime.pick_device(args.device, info.local_rank)
+    device = runtime.pick_device(args.device, info.local_rank, info.local_world_size)
     runtime.init_distributed(info, device)
     runtime.seed_everything(args.seed)
     task = build(args)
@@ -182,10 +183,22 @@ def _precision_name(p: str) -> str:
     return "bfloat16" if p == "bf16" else "fp32"
 
 
-def log_preamble(log: MLPerfLogger, s: Setup, fps: float | None) -> None:
+def rank_devices(s: Setup) -> list[tuple[str, str, str]]:
+    """(host, device, device name) of every rank, in rank order; a collective: every rank calls it."""
+    mine = (socket.gethostname(), str(s.device), runtime.device_name(s.device))
+    if s.dist.world_size == 1:
+        return [mine]
+    out: list[Any] = [None] * s.dist.world_size
+    dist.all_gather_object(out, mine)
+    return [tuple(x) for x in out]
+
+
+def log_preamble(log: MLPerfLogger, s: Setup, fps: float | None,
+                 devices: list[tuple[str, str, str]] | None = None) -> None:
     """Everything between init_start and init_stop: submission, hyperparameters, disclosures."""
     a, t = s.args, s.task
     dev = runtime.device_name(s.device)
+    devices = devices or [(socket.gethostname(), str(s.device), dev)]
     plat = a.submission_platform or f"{s.dist.world_size}x{dev.replace(' ', '_')}-{platform.machine()}"
     log.submission(t.benchmark, org=a.submission_org, division="open", platform=plat)
     prec = _precision_name(a.precision)
@@ -222,6 +235,8 @@ def log_preamble(log: MLPerfLogger, s: Setup, fps: float | None) -> None:
     log.event(keys.PRECISION, a.precision)
     log.event(keys.WORLD_SIZE, s.dist.world_size)
     log.event(keys.DEVICE, dev)
+    log.event(keys.DEVICES, [name for _, _, name in devices])
+    log.event(keys.DEVICE_COUNT, len({(host, d) for host, d, _ in devices if d != "cpu"}))
     if dev.startswith("cpu"):
         # CPU MFU is measured against this host's matmul peak *for the threads the run used*
         log.event(keys.THREADS, torch.get_num_threads())
@@ -281,7 +296,11 @@ def train(parser: argparse.ArgumentParser, args: argparse.Namespace,
     s: Setup | None = None
     try:
         log.init_start()
-        s = prepare(args, build, info)
+        try:
+            s = prepare(args, build, info)
+        except runtime.DeviceError as exc:
+            log.run_stop("aborted", reason="no usable device")
+            parser.error(str(exc))
         err = check_batching(args, info.world_size, int(s.train[0].shape[0]))
         if err:
             log.run_stop("aborted", reason="bad arguments")
@@ -291,7 +310,7 @@ def train(parser: argparse.ArgumentParser, args: argparse.Namespace,
             probe = s.model.module if isinstance(s.model, DistributedDataParallel) else s.model
             first = tuple(x[: s.micro_batch] for x in s.train)
             fps = flops_per_sample(probe, s.task.loss_fn, first)
-        log_preamble(log, s, fps)
+        log_preamble(log, s, fps, rank_devices(s))
         log.init_stop()
         return run_loop(s, log, stop)
     except BaseException as exc:  # a crash or an early signal still tells perfwatch the run ended

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 
@@ -68,10 +68,25 @@ unit_float = _typed("a number in [0, 1)", _unit_float)
 any_float = _typed("a number", float)
 
 
+class Parser(argparse.ArgumentParser):
+    """An ArgumentParser with named presets: sets of defaults (`--preset gpu`) under --config and flags."""
+
+    presets: Mapping[str, Mapping[str, Any]] = {}
+
+
 def base_parser(description: str, *, batch_size: int, lr: float, max_epochs: int, target: float,
-                eval_interval: int = 1) -> argparse.ArgumentParser:
-    """The flags every workload shares; the workload adds its model's flags."""
-    p = argparse.ArgumentParser(description=description)
+                eval_interval: int = 1, presets: Mapping[str, Mapping[str, Any]] | None = None) -> Parser:
+    """The flags every workload shares; the workload adds its model's flags.
+
+    `presets` maps a name to defaults keyed by destination (`{"gpu": {"hidden": 4096, ...}}`):
+    `--preset NAME` applies them; `--config` values and explicit flags still win.
+    """
+    p = Parser(description=description)
+    p.presets = dict(presets or {})
+    if p.presets:
+        p.add_argument("--preset", choices=sorted(p.presets),
+                       help="a set of defaults: " + "; ".join(f"{k}: " + ", ".join(f"{d}={v}" for d, v in vals.items())
+                                                              for k, vals in p.presets.items()))
     p.add_argument("--config", metavar="JSON", help="hyperparameters from a JSON object; the command line wins")
     p.add_argument("--mllog", metavar="PATH", help="mllog output (default: $PERFWATCH_MLLOG, else stdout)")
     p.add_argument("--echo-mllog", action="store_true", help="with --mllog/$PERFWATCH_MLLOG: also print to stdout")
@@ -108,6 +123,10 @@ def parse_with_config(parser: argparse.ArgumentParser, argv: Sequence[str] | Non
     `parser.error` (exit 2) with a message naming the file, the key and the flag.
     """
     first = parser.parse_args(argv)
+    preset = getattr(first, "preset", None)
+    if preset and isinstance(parser, Parser):
+        parser.set_defaults(**parser.presets[preset])
+        first = parser.parse_args(argv)
     path = getattr(first, "config", None)
     if not path:
         return first
@@ -120,7 +139,7 @@ def parse_with_config(parser: argparse.ArgumentParser, argv: Sequence[str] | Non
         parser.error(f"--config {path}: not valid JSON ({exc.msg} at line {exc.lineno})")
     if not isinstance(data, dict):
         parser.error(f"--config {path}: must hold a JSON object of hyperparameters")
-    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "config")}
+    actions = {a.dest: a for a in parser._actions if a.option_strings and a.dest not in ("help", "config", "preset")}
     defaults: dict[str, Any] = {}
     for raw_key, value in data.items():
         key = _normalize(str(raw_key))

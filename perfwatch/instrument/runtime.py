@@ -10,6 +10,7 @@ import contextlib
 import os
 import random
 import signal
+import sys
 from dataclasses import dataclass
 from types import FrameType
 from typing import Any
@@ -55,16 +56,44 @@ def set_deterministic(enabled: bool) -> None:
     torch.backends.cudnn.deterministic = enabled
 
 
-def pick_device(choice: str, local_rank: int = 0) -> torch.device:
-    """auto -> cuda:<local_rank> when CUDA is usable, else cpu; 'cuda' without CUDA is an error."""
+class DeviceError(RuntimeError):
+    """The asked-for device cannot be used (no CUDA, or more ranks than visible GPUs)."""
+
+
+def rank_device(choice: str, local_rank: int, local_world_size: int, cuda_count: int) -> int | None:
+    """The CUDA index local rank `local_rank` trains on, or None for the CPU.
+
+    One GPU per rank, never shared and never one that does not exist: with fewer visible GPUs
+    than ranks on this node, `cuda` is a DeviceError and `auto` is the CPU for every rank (all
+    ranks must agree, since the process group's backend follows the device).
+    """
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    shown = f" (CUDA_VISIBLE_DEVICES={visible!r})" if visible is not None else ""
     if choice == "cpu":
+        return None
+    if choice == "cuda" and cuda_count == 0:
+        raise DeviceError(f"--device cuda was asked for but no CUDA GPU is visible{shown}")
+    if local_world_size > cuda_count or local_rank >= cuda_count:
+        if choice == "cuda":
+            raise DeviceError(
+                f"local rank {local_rank} of {local_world_size} needs a GPU of its own but {cuda_count} "
+                f"{'is' if cuda_count == 1 else 'are'} visible{shown}: start at most {cuda_count} "
+                "process(es) per node, or use --device cpu")
+        return None
+    return local_rank
+
+
+def pick_device(choice: str, local_rank: int = 0, local_world_size: int = 1) -> torch.device:
+    """auto -> cuda:<local_rank> when every local rank has a GPU, else cpu; see `rank_device`."""
+    count = torch.cuda.device_count() if choice != "cpu" and torch.cuda.is_available() else 0
+    index = rank_device(choice, local_rank, local_world_size, count)
+    if index is None:
+        if choice == "auto" and count and local_rank == 0:
+            print(f"perfwatch: {local_world_size} processes on this node but {count} GPU(s) visible: "
+                  "training on the CPU (each rank needs a GPU of its own)", file=sys.stderr, flush=True)
         return torch.device("cpu")
-    if choice == "cuda" or (choice == "auto" and torch.cuda.is_available()):
-        if not torch.cuda.is_available():
-            raise RuntimeError("--device cuda was asked for but CUDA is not available")
-        torch.cuda.set_device(local_rank % torch.cuda.device_count())
-        return torch.device("cuda", local_rank % torch.cuda.device_count())
-    return torch.device("cpu")
+    torch.cuda.set_device(index)
+    return torch.device("cuda", index)
 
 
 def device_name(device: torch.device) -> str:

@@ -145,8 +145,9 @@ class Run:
                 handler(self, ev)
             elif key not in skip:
                 value = ev.value
-                if value is None or isinstance(value, str | int | float | bool):
-                    params[key] = value
+                if value is None or isinstance(value, str | int | float | bool) or (
+                        isinstance(value, list) and all(isinstance(x, str | int | float) for x in value)):
+                    params[key] = value  # scalars, or a flat list such as the per-rank device names
                     self._params_view = None
         if tracked:
             if self.first_time_ms is None:
