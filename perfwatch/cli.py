@@ -47,6 +47,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
+    from perfwatch.commands._options import ruleset_error
+
+    bad = ruleset_error(args)
+    if bad:
+        print(f"perfwatch {args.command}: {bad}", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except KeyboardInterrupt:

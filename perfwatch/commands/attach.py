@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from perfwatch.commands import _metrics
+from perfwatch.commands._options import add_ruleset
 from perfwatch.commands.launch import open_ui
 from perfwatch.core.control.registry import RegistryError
 from perfwatch.core.engine import Session, attach_session
@@ -37,6 +38,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--owner", action="store_true", help=argparse.SUPPRESS)  # the --detach background process
     p.add_argument("--theme", help="TUI theme name")
     _metrics.add_arguments(p)
+    add_ruleset(p)
     p.set_defaults(func=run)
 
 
@@ -54,7 +56,7 @@ def run(args: argparse.Namespace) -> int:
         return rc  # the detached owner runs the campaign anyway; its bind error is in scheduler.out
     try:
         session = attach_session(args.logdir, poll=args.poll, control=not args.no_control,
-                                 confirm=args.confirm if args.take_over else None)
+                                 confirm=args.confirm if args.take_over else None, ruleset=args.ruleset)
         if session.untrusted is not None:
             session = _untrusted(session, args)
     except RegistryError as exc:
@@ -129,7 +131,8 @@ def _untrusted(session: Session, args: argparse.Namespace) -> Session:
         print(printable(f"perfwatch attach: not taken over (no terminal to ask). To run exactly this plan: "
                         f"perfwatch attach {where} --take-over --confirm {digest}"), file=sys.stderr)
         raise _Refused(2)
-    confirmed = attach_session(args.logdir, poll=args.poll, control=not args.no_control, confirm=digest)
+    confirmed = attach_session(args.logdir, poll=args.poll, control=not args.no_control, confirm=digest,
+                               ruleset=args.ruleset)
     if confirmed.untrusted is not None:
         print("perfwatch attach: the plan changed while you read it; not taken over", file=sys.stderr)
         raise _Refused(2)

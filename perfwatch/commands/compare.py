@@ -7,6 +7,7 @@ import json
 import sys
 from pathlib import Path
 
+from perfwatch.commands._options import add_ruleset
 from perfwatch.core.model import book as runbook
 from perfwatch.core.results.comparison import compare, render_comparisons
 from perfwatch.text.escape import echo
@@ -22,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("a", type=Path, help="the reference (baseline) runs")
     p.add_argument("b", type=Path, help="the runs to compare with A")
-    p.add_argument("--ruleset", help="MLPerf ruleset for targets (default: from each path)")
+    add_ruleset(p)
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=run)
 

@@ -6,7 +6,7 @@ import argparse
 import json
 import sys
 
-from perfwatch.core.mlperf.targets import training_rulesets
+from perfwatch.commands._options import add_ruleset
 from perfwatch.core.results.submission import DIVISIONS, STATUSES, PackageError, PackageResult, package
 from perfwatch.text.escape import echo
 
@@ -27,7 +27,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--system", help="system name (default: <N>x<device>_perfwatch)")
     p.add_argument("--division", choices=DIVISIONS, help="default: the campaign's, else the logs', else open")
     p.add_argument("--status", choices=STATUSES, help="default: the campaign's, else the logs', else onprem")
-    p.add_argument("--ruleset", help="MLPerf training ruleset, e.g. 4.0.0 (default: detected)")
+    add_ruleset(p)
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=run)
 
@@ -59,9 +59,6 @@ def render(r: PackageResult) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.ruleset and args.ruleset not in training_rulesets():
-        print(f"perfwatch package: unknown ruleset {args.ruleset!r}", file=sys.stderr)
-        return 2
     try:
         result = package(args.logdir, args.out, submitter=args.submitter, system=args.system,
                          division=args.division, status=args.status, ruleset=args.ruleset)

@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from perfwatch.commands._options import add_ruleset
 from perfwatch.core.model import book as runbook
 from perfwatch.core.results import summary as report_mod
 from perfwatch.text.escape import echo
@@ -21,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("logdir", type=Path, help="folder (or single file) holding mllog logs")
     p.add_argument("--format", choices=["table", "json", "markdown", "csv"], default="table")
-    p.add_argument("--ruleset", help="MLPerf training ruleset for targets, e.g. 4.0.0 (default: from the path)")
+    add_ruleset(p)
     p.add_argument(
         "--baseline", metavar="RUN_OR_JOB",
         help="add a grid of speed-ups normalized to this run, job or folder (geometric mean across benchmarks)",

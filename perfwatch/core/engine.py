@@ -63,7 +63,8 @@ def launch_session(campaign: Campaign, logdir: Path, *, poll: bool = False) -> S
     return session
 
 
-def attach_session(path: Path, *, poll: bool = False, control: bool = True, confirm: str | None = None) -> Session:
+def attach_session(path: Path, *, poll: bool = False, control: bool = True, confirm: str | None = None,
+                   ruleset: str | None = None) -> Session:
     """Open LOGDIR (take over / client / plain logs, see module docstring).
 
     A registry this user did not launch on this host is only watched (`session.untrusted` says
@@ -74,8 +75,8 @@ def attach_session(path: Path, *, poll: bool = False, control: bool = True, conf
     data = registry.load(path) if path.is_dir() else None
     if data is None:
         root = path.parent if path.is_file() else path
-        return Session(root, path.name, RunBook(root), [path], poll, None)
-    book = RunBook(path, targets=_targets(data["runs"]))
+        return Session(root, path.name, RunBook(root, ruleset=ruleset), [path], poll, None)
+    book = RunBook(path, ruleset=ruleset, targets=_targets(data["runs"]))
     session = Session(path, str(data.get("name") or path.name), book, [path], poll, None,
                       host=data.get("host") or {}, baseline=data.get("baseline"))
     if control:

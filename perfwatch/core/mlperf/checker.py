@@ -26,7 +26,14 @@ from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.mllog import TOKEN, parse_path
 from perfwatch.core.layout import MLLOG_FILE, run_id_for
 from perfwatch.core.mlperf.live_checks import ENQUEUE_KEYS, unsafe_rule_value
-from perfwatch.core.mlperf.rulesets import PERFWATCH_RULES_DIR, USAGE, config_for, is_official, ruleset_for
+from perfwatch.core.mlperf.rulesets import (
+    PERFWATCH_RULES_DIR,
+    USAGE,
+    choose,
+    config_for,
+    is_official,
+    ruleset_for,
+)
 from perfwatch.core.mlperf.targets import RULES_DIR, training_rulesets
 
 SNIFF_BYTES = 1 << 16
@@ -47,12 +54,14 @@ class CheckResult:
     warnings: tuple[str, ...] = ()  # warnings that do not fail the run
     log: tuple[str, ...] = field(default=(), repr=False)  # everything the checker logged
     error: str | None = None  # perfwatch could not run the checker, or the checker crashed
+    ruleset_why: str = ""  # which rule chose the ruleset (mlperf/rulesets.py)
 
     def to_json(self) -> dict[str, object]:
         return {
             "run_id": self.run_id,
             "path": self.path,
             "ruleset": self.ruleset,
+            "ruleset_why": self.ruleset_why,
             "benchmark": self.benchmark,
             "config": self.config,
             "passed": self.passed,
@@ -93,8 +102,9 @@ def find_logs(root: str | Path) -> list[Path]:
 
 
 # ---- which rules --------------------------------------------------------------------------------------------
-def log_facts(path: Path) -> tuple[str | None, str | None, list[str]]:
-    """(submission_benchmark, submission_division) as the log first states them, and unsafe rule names.
+def log_facts(path: Path) -> tuple[str | None, str | None, list[str], float | None]:
+    """(submission_benchmark, submission_division) as the log first states them, unsafe rule names,
+    and the time of the first record (to infer the ruleset).
 
     The checker builds rule-file paths from some values (`training_X/open_{benchmark}.yaml`) and
     executes the code in those files; a value such as `../../x` must never reach it.
@@ -102,7 +112,7 @@ def log_facts(path: Path) -> tuple[str | None, str | None, list[str]]:
     try:
         events, _ = parse_path(str(path))
     except OSError:
-        return None, None, []
+        return None, None, [], None
     bench = division = None
     unsafe: list[str] = []
     for ev in events:
@@ -113,7 +123,8 @@ def log_facts(path: Path) -> tuple[str | None, str | None, list[str]]:
                 bench = ev.value
             elif ev.key == "submission_division" and division is None and isinstance(ev.value, str):
                 division = ev.value
-    return bench, division, unsafe
+    first = next((ev.time_ms for ev in events if ev.time_ms), None)
+    return bench, division, unsafe, first
 
 
 # ---- running the official checker ----------------------------------------------------------------------------
@@ -166,11 +177,12 @@ def check_file(
                            error=f"unknown ruleset {ruleset!r}; known: {', '.join(training_rulesets())}")
     if not path.is_file():
         return CheckResult(run_id, str(path), ruleset, None, None, False, error="not a readable file")
-    benchmark, _division, unsafe = log_facts(path)
-    rs = ruleset_for(path, benchmark, ruleset)
+    benchmark, _division, unsafe, first_ms = log_facts(path)
+    chosen = choose(ruleset, path, benchmark, first_ms)
+    rs, why = chosen.ruleset, chosen.why
     config = config_for(rs, benchmark)
     if unsafe:
-        return CheckResult(run_id, str(path), rs, benchmark, config, False,
+        return CheckResult(run_id, str(path), rs, benchmark, config, False, ruleset_why=why,
                            error="not run: " + ", ".join(unsafe[:3]) + " would make the official checker load "
                            "and execute a rule file from outside its package")
     checker = mlp_compliance.make_checker(USAGE, rs, quiet, werror)
@@ -192,7 +204,7 @@ def check_file(
         messages = ("the checker failed without a message (see log)",)
     return CheckResult(
         run_id, str(path), rs, benchmark, config, bool(valid) and error is None,
-        messages, warnings, tuple(lines), error,
+        messages, warnings, tuple(lines), error, why,
     )
 
 

@@ -218,7 +218,8 @@ class LiveChecker:
         if self.config is None:
             bench = firsts.get("submission_benchmark")
             bench = bench if isinstance(bench, str) else None
-            self.ruleset = ruleset_for(Path(), bench, self._requested[0])
+            first_ms = next((ev.time_ms for ev in buffer if ev.time_ms), None)
+            self.ruleset = ruleset_for(None, bench, self._requested[0], first_ms)
             self.config = config_for(self.ruleset, bench)
         self._load(self.config)
         progress = True

@@ -1,20 +1,31 @@
 """Which MLPerf rules apply to a log: the ruleset and the checker's starting rule file.
 
 Shared by the official checker on whole files (checker.py) and the live checks fed record by
-record (live_checks.py), so both judge a log against the same rules. The ruleset is the one
-asked for, else the version in the path, else the newest ruleset that knows the benchmark;
-perfwatch's own workload names get the rules perfwatch.instrument ships for them.
+record (live_checks.py), so both judge a log against the same rules. perfwatch's own workload names get the rules perfwatch.instrument ships for them.
+
+The ruleset, in order: the `--ruleset` the user gave (refused when mlperf_logging does not know
+it), else the version in the path (`training_results_v4.0/...`, `.../v2.1/...`), else inferred
+from the log itself: the first MLPerf round whose results were published after the run's first
+record and whose benchmark list names the log's `submission_benchmark` (a run is made for the
+next publication, so a v4.0 `llama2_70b_lora` folder copied out of its tree is still judged by
+4.0.0, not by the newest rules); else the newest ruleset that lists the benchmark; else the
+newest ruleset. Every choice carries a sentence saying which rule chose it, for the outputs.
 """
 
 from __future__ import annotations
 
+import datetime as _dt
+from dataclasses import dataclass
 from pathlib import Path
 
 from mlperf_logging.benchmark_meta import get_allowed_benchmarks
 
 from perfwatch.core.mlperf.targets import latest_ruleset, ruleset_from_path, training_rulesets
 
-__all__ = ["PERFWATCH_RULES_DIR", "USAGE", "config_for", "is_official", "perfwatch_rules", "ruleset_for"]
+__all__ = [
+    "PERFWATCH_RULES_DIR", "USAGE", "RulesetChoice", "UnknownRuleset", "check_requested", "choose", "config_for",
+    "is_official", "perfwatch_rules", "ruleset_for",
+]
 
 USAGE = "training"
 # perfwatch's own workloads ship rules that apply MLPerf's common rules to their benchmark names
@@ -30,17 +41,10 @@ def is_official(benchmark: str | None, ruleset: str) -> bool:
         return False
 
 
-def ruleset_for(path: Path, benchmark: str | None, requested: str | None = None) -> str:
-    """The option, else the version in the path, else the latest ruleset that knows the benchmark."""
-    if requested:
-        return requested
-    detected = ruleset_from_path(path)
-    if detected:
-        return detected
-    for rs in reversed(training_rulesets()):
-        if is_official(benchmark, rs):
-            return rs
-    return latest_ruleset()
+def ruleset_for(path: Path | None, benchmark: str | None, requested: str | None = None,
+                first_time_ms: float | None = None) -> str:
+    """The option, else the version in the path, else inferred from the log (module docstring)."""
+    return choose(requested, path, benchmark, first_time_ms).ruleset
 
 
 def perfwatch_rules(ruleset: str, benchmark: str) -> Path | None:
@@ -63,3 +67,95 @@ def config_for(ruleset: str, benchmark: str | None) -> str:
         if own is not None:
             return str(own)
     return f"{USAGE}_{ruleset}/common.yaml"
+
+
+# When each MLPerf Training round's results were published (MLCommons press releases); a run
+# logged before that day can belong to that round. Later rounds not listed: "newest that lists it".
+ROUND_PUBLISHED: dict[str, _dt.date] = {
+    "0.6.0": _dt.date(2019, 7, 10),
+    "0.7.0": _dt.date(2020, 7, 29),
+    "1.0.0": _dt.date(2021, 6, 30),
+    "1.1.0": _dt.date(2021, 12, 1),
+    "2.0.0": _dt.date(2022, 6, 29),
+    "2.1.0": _dt.date(2022, 11, 9),
+    "3.0.0": _dt.date(2023, 6, 27),
+    "3.1.0": _dt.date(2023, 11, 8),
+    "4.0.0": _dt.date(2024, 6, 12),
+    "4.1.0": _dt.date(2024, 11, 13),
+    "5.0.0": _dt.date(2025, 6, 4),
+    "5.1.0": _dt.date(2025, 11, 12),
+}
+
+
+# before MLPerf Training's first round (v0.5, December 2018) a date says nothing: a synthetic log
+# (time_ms counted from 0) must not be judged by 0.6.0's rules
+FIRST_PLAUSIBLE = _dt.date(2018, 6, 1)
+
+
+@dataclass(frozen=True, slots=True)
+class RulesetChoice:
+    ruleset: str
+    source: str  # "option", "path", "log date", "benchmark", "default"
+    why: str  # one sentence for the outputs
+
+
+class UnknownRuleset(ValueError):
+    """`--ruleset` names a version mlperf_logging has no rules for."""
+
+
+def check_requested(requested: str | None) -> None:
+    """Raise UnknownRuleset (with the known ones) for a `--ruleset` mlperf_logging does not ship."""
+    if requested is not None and requested not in training_rulesets():
+        raise UnknownRuleset(f"unknown ruleset {requested!r} (known: {', '.join(training_rulesets())})")
+
+
+def rulesets_listing(benchmark: str | None) -> list[str]:
+    """The rulesets (oldest first) whose benchmark list names `benchmark`."""
+    if not benchmark:
+        return []
+    return [rs for rs in training_rulesets() if is_official(benchmark, rs)]
+
+
+def by_date(benchmark: str, first_time_ms: float) -> RulesetChoice | None:
+    """The first round published after the run's date that lists `benchmark`."""
+    try:
+        day = _dt.datetime.fromtimestamp(first_time_ms / 1000.0, tz=_dt.UTC).date()
+    except (OverflowError, OSError, ValueError):
+        return None
+    if day < FIRST_PLAUSIBLE:
+        return None
+    for rs in rulesets_listing(benchmark):
+        published = ROUND_PUBLISHED.get(rs)
+        if published is not None and day < published:
+            return RulesetChoice(rs, "log date", f"inferred from the log: run dated {day.isoformat()}, before "
+                                 f"MLPerf Training v{_short(rs)}'s results ({published.isoformat()}), "
+                                 f"a round that lists {benchmark}")
+    return None
+
+
+def choose(requested: str | None = None, path: str | Path | None = None, benchmark: str | None = None,
+           first_time_ms: float | None = None) -> RulesetChoice:
+    """The ruleset for one log (see module docstring). `requested` must have passed `check_requested`."""
+    if requested:
+        return RulesetChoice(requested, "option", f"--ruleset {requested}")
+    if path is not None:
+        found = ruleset_from_path(path)
+        if found:
+            return RulesetChoice(found, "path", f"the version in the path (v{_short(found)})")
+    if benchmark and first_time_ms is not None and first_time_ms > 0:
+        dated = by_date(benchmark, first_time_ms)
+        if dated is not None:
+            return dated
+    listing = rulesets_listing(benchmark)
+    if listing:
+        rs = listing[-1]
+        return RulesetChoice(rs, "benchmark", f"the newest ruleset that lists {benchmark} (no version in the "
+                             "path, the log's date matches no published round)")
+    rs = latest_ruleset()
+    return RulesetChoice(rs, "default", "the newest ruleset mlperf_logging knows (no version in the path, "
+                         "no MLPerf benchmark named in the log)")
+
+
+def _short(ruleset: str) -> str:
+    parts = ruleset.split(".")
+    return ".".join(parts[:2]) if len(parts) == 3 and parts[2] == "0" else ruleset

@@ -4,15 +4,41 @@ Mirrors `mlperf_logging.result_summarizer` (strong scaling): each run's score is
 `(run_stop - run_start) / 60000` minutes; runs that fail (did not converge,
 no run_stop) are dropped and count as the slowest; then the fastest and the
 slowest are dropped (up to 4 each for unet3d) and the rest averaged. More
-failed runs than may be dropped gives no score.
+failed runs than may be dropped gives no score. The olympic mean is then multiplied
+by the `scaling_factor` of the benchmark folder's `scaling.json`, the factor MLPerf's
+review writes there when the RCP check normalises a result (the summarizer's
+`_get_scaling_factor`: 1.0 when the file is absent).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 MS_PER_MINUTE = 60_000.0
+SCALING_FILE = "scaling.json"
+
+
+class ScalingError(ValueError):
+    """A `scaling.json` that MLPerf's summarizer would not read either."""
+
+
+def scaling_factor(folder: Path | str | None) -> float:
+    """The folder's `scaling.json` `scaling_factor` (1.0 without the file), as the summarizer reads it."""
+    if folder is None:
+        return 1.0
+    path = Path(folder) / SCALING_FILE
+    if not path.is_file():
+        return 1.0
+    try:
+        factor = json.loads(path.read_text())["scaling_factor"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise ScalingError(f"{path}: no readable scaling_factor ({type(exc).__name__}: {exc})") from exc
+    if isinstance(factor, bool) or not isinstance(factor, int | float) or not factor > 0:
+        raise ScalingError(f"{path}: scaling_factor must be a positive number, not {factor!r}")
+    return float(factor)
 
 
 def max_dropped(benchmark: str | None) -> int:
@@ -39,13 +65,16 @@ class BenchmarkScore:
     benchmark: str | None
     runs: int
     converged: int
-    score_minutes: float | None
+    score_minutes: float | None  # olympic mean × scaling_factor: the official score
     dropped: tuple[str, ...]  # run ids left out: non-converged ones and the fastest/slowest
     note: str
+    scaling_factor: float = 1.0
+    olympic_minutes: float | None = None  # before scaling
 
 
-def score_runs(benchmark: str | None, runs: Sequence[tuple[str, float | None]]) -> BenchmarkScore:
-    """`runs`: (run id, minutes or None when the run did not converge)."""
+def score_runs(benchmark: str | None, runs: Sequence[tuple[str, float | None]],
+               scaling: float = 1.0) -> BenchmarkScore:
+    """`runs`: (run id, minutes or None when the run did not converge); `scaling`: scaling.json's factor."""
     ok = sorted(((m, rid) for rid, m in runs if m is not None), key=lambda p: (p[0], p[1]))
     failed = [rid for rid, m in runs if m is None]
     drop = max_dropped(benchmark)
@@ -64,4 +93,7 @@ def score_runs(benchmark: str | None, runs: Sequence[tuple[str, float | None]]) 
         note = "too few runs for an olympic score"
     else:
         note = ""
-    return BenchmarkScore(benchmark, len(runs), len(ok), score, tuple(dropped), note)
+    scaled = score * scaling if score is not None else None
+    if score is not None and scaling != 1.0:
+        note = (note + "; " if note else "") + f"olympic mean {score:.4f} min × scaling.json {scaling:g}"
+    return BenchmarkScore(benchmark, len(runs), len(ok), scaled, tuple(dropped), note, scaling, score)

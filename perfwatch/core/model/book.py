@@ -21,7 +21,8 @@ from pathlib import Path
 
 from perfwatch.core.ingest.discover import discover
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, run_id_for
-from perfwatch.core.mlperf.targets import Target, ruleset_from_path
+from perfwatch.core.mlperf.rulesets import choose
+from perfwatch.core.mlperf.targets import Target
 from perfwatch.core.model.run import Run, RunView
 
 __all__ = ["RunBook", "discover", "iter_line_batches", "load"]
@@ -72,11 +73,18 @@ class RunBook:
     def _run(self, run_id: str, path: str) -> Run:
         run = self.runs.get(run_id)
         if run is None:
-            ruleset = self.ruleset or ruleset_from_path(path)
-            run = Run(run_id, path, target=self.targets.get(run_id), ruleset=ruleset)
+            run = self._new_run(run_id, path)
             self.runs[run_id] = run
             self._order.append(run_id)
         return run
+
+    def _new_run(self, run_id: str, path: str) -> Run:
+        """A run judged by the option, else the path's version; else the Run infers from its log."""
+        ruleset, why = self.ruleset, f"--ruleset {self.ruleset}"
+        if not ruleset:
+            chosen = choose(None, path)
+            ruleset, why = (chosen.ruleset, chosen.why) if chosen.source == "path" else (None, "")
+        return Run(run_id, path, target=self.targets.get(run_id), ruleset=ruleset, ruleset_why=why)
 
     # ---- ingest ----------------------------------------------------------------
     def apply(self, batches: Iterable[object]) -> set[str]:
@@ -114,8 +122,7 @@ class RunBook:
             run = self.runs.get(run_id)
             if run is None:
                 # only becomes a run if it carries records (or a launched run's mllog.txt appears)
-                probe = Run(run_id, path, target=self.targets.get(run_id),
-                            ruleset=self.ruleset or ruleset_from_path(path))
+                probe = self._new_run(run_id, path)
                 if not probe.feed_lines(lines):
                     return True
                 self.runs[run_id] = probe
@@ -134,8 +141,7 @@ class RunBook:
         if src.role == "file":
             run = self.runs.get(run_id)
             if run is None:
-                probe = Run(run_id, path, target=self.targets.get(run_id),
-                            ruleset=self.ruleset or ruleset_from_path(path))
+                probe = self._new_run(run_id, path)
                 if not probe.feed_lines(lines):
                     if probe.parser.bad_count:
                         self._adopt(probe, path)

@@ -24,6 +24,7 @@ from typing import Any
 from perfwatch.core import keys
 from perfwatch.core.ingest.mllog import Event, LineParser
 from perfwatch.core.mlperf.live_checks import LiveChecker
+from perfwatch.core.mlperf.rulesets import choose
 from perfwatch.core.mlperf.targets import Target, official_target
 from perfwatch.core.model.series import Series
 from perfwatch.core.model.view import EvalPoint, RunView
@@ -59,6 +60,7 @@ class Run:
     target: Target | None = None  # from the campaign; otherwise the official rule for the benchmark
     ruleset: str | None = None
     parser: LineParser = field(default_factory=LineParser)
+    ruleset_why: str = ""  # why `ruleset` (set by the RunBook: the option or the path)
 
     benchmark: str | None = None
     org: str | None = None
@@ -341,10 +343,20 @@ class Run:
         if self.target is not None:
             return self.target
         if not self._target_resolved and self.benchmark:
-            self._resolved = official_target(self.benchmark, self.ruleset, self.division or "closed")
+            ruleset, _ = self.ruleset_choice()
+            self._resolved = official_target(self.benchmark, ruleset, self.division or "closed")
             self._target_resolved = True
             self._recheck_target()
         return self._resolved if self._target_resolved else None
+
+    def ruleset_choice(self) -> tuple[str | None, str]:
+        """The ruleset judging this run and why: given, else inferred from the log as the checker does."""
+        if self.ruleset:
+            return self.ruleset, self.ruleset_why or f"ruleset {self.ruleset}"
+        if not self.benchmark:
+            return None, "not known yet: the log has not named its benchmark"
+        chosen = choose(None, None, self.benchmark, self.first_time_ms)
+        return chosen.ruleset, chosen.why
 
     def _frozen_params(self) -> Mapping[str, Any]:
         if self._params_view is None:
@@ -366,6 +378,7 @@ class Run:
         if self._view is not None:
             return self._view
         target = self.resolved_target()
+        ruleset, ruleset_why = self.ruleset_choice()
         ttt = None
         if self.run_start_ms is not None and self.run_stop_ms is not None:
             ttt = self.run_stop_ms - self.run_start_ms
@@ -418,12 +431,14 @@ class Run:
             findings=checker.findings() if checker is not None else (),
             compliance_ok=checker.passed if checker is not None else None,
             version=self.version,
+            ruleset=ruleset,
+            ruleset_why=ruleset_why,
         )
         return self._view
 
     def reset(self) -> None:
         """The log was truncated or replaced: forget everything learned from it."""
-        fresh = Run(self.run_id, self.path, self.target, self.ruleset)
+        fresh = Run(self.run_id, self.path, self.target, self.ruleset, ruleset_why=self.ruleset_why)
         for name in Run.__slots__:
             if name not in ("version", "_checker_version"):
                 setattr(self, name, getattr(fresh, name))

@@ -74,6 +74,8 @@ class RunView:
     findings: tuple[Finding, ...]  # live MLPerf compliance findings (core/live_checks)
     compliance_ok: bool | None  # the expected verdict of the official checker; None while undecided
     version: int
+    ruleset: str | None = None  # the MLPerf ruleset judging the run (None until its benchmark is known)
+    ruleset_why: str = ""  # which rule chose it (mlperf/ruleset.py)
 
     @property
     def elapsed_ms(self) -> float | None:

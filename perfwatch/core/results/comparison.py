@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from perfwatch.core import keys
-from perfwatch.core.mlperf.scores import MS_PER_MINUTE, olympic_score, score_runs
+from perfwatch.core.mlperf.scores import MS_PER_MINUTE, olympic_score
 from perfwatch.core.model.run import RunView
-from perfwatch.core.results.summary import group_of
+from perfwatch.core.results.summary import group_of, score_group
 
 BOOTSTRAP_ROUNDS = 2000
 BOOTSTRAP_SEED = 20221013
@@ -43,8 +43,9 @@ class Side:
     runs: int
     minutes: tuple[float, ...]  # converged runs' time-to-train
     non_converged: int
-    score: float | None  # olympic minutes
+    score: float | None  # olympic minutes × scaling.json's factor (the official score)
     note: str
+    scaling: float = 1.0  # the folder's scaling.json factor
 
     @property
     def median(self) -> float | None:
@@ -66,6 +67,7 @@ class Comparison:
             if s is None:
                 return None
             return {"folder": s.folder, "runs": s.runs, "converged": len(s.minutes), "score_minutes": s.score,
+                    "scaling_factor": s.scaling,
                     "median_minutes": s.median, "min_minutes": min(s.minutes, default=None),
                     "max_minutes": max(s.minutes, default=None), "note": s.note}
         return {"benchmark": self.benchmark, "a": side(self.a), "b": side(self.b), "speedup": self.speedup,
@@ -85,12 +87,13 @@ def sides(views: Iterable[RunView], label: str = "") -> dict[str, list[Side]]:
         groups.setdefault(group_of(v), []).append(v)
     out: dict[str, list[Side]] = {}
     for folder, members in groups.items():
-        bench = next((v.benchmark for v in members if v.benchmark), None)
-        runs = [(v.run_id, _minutes(v)) for v in members]
-        scored = score_runs(bench, runs)
-        ok = tuple(sorted(m for _, m in runs if m is not None))
+        scored = score_group(members)
+        bench = scored.benchmark
+        ok = tuple(sorted(m for m in map(_minutes, members) if m is not None))
         shown = (label if folder == "." else f"{label.rstrip('/')}/{folder}") if label else folder
-        side = Side(shown, bench, len(runs), ok, len(runs) - len(ok), scored.score_minutes, scored.note)
+        factor = scored.scaling_factor if math.isfinite(scored.scaling_factor) else 1.0
+        side = Side(shown, bench, len(members), ok, len(members) - len(ok), scored.score_minutes, scored.note,
+                    factor)
         out.setdefault(bench or folder, []).append(side)
     return out
 
@@ -115,7 +118,7 @@ def bootstrap_interval(a: Side, b: Side, rounds: int = BOOTSTRAP_ROUNDS,
         rb = [rng.choice(pool_b) for _ in pool_b]
         sa = olympic_score([m for m in ra if math.isfinite(m)], sum(not math.isfinite(m) for m in ra), a.benchmark)
         sb = olympic_score([m for m in rb if math.isfinite(m)], sum(not math.isfinite(m) for m in rb), b.benchmark)
-        r = _ratio(sa, sb)
+        r = _ratio(sa * a.scaling if sa is not None else None, sb * b.scaling if sb is not None else None)
         if r is not None:
             ratios.append(r)
     if len(ratios) < rounds // 2:
@@ -163,7 +166,8 @@ def render_comparisons(rows: Sequence[Comparison]) -> str:
                 continue
             score = f"{s.score:.2f} min" if s.score is not None else "no score"
             spread = f" (runs {min(s.minutes):.2f}–{max(s.minutes):.2f})" if s.minutes else ""
-            lines.append(f"  {label} {s.folder}: {score} olympic, {len(s.minutes)}/{s.runs} converged{spread}")
+            scaled = f" (olympic × scaling.json {s.scaling:g})" if s.scaling != 1.0 else " olympic"
+            lines.append(f"  {label} {s.folder}: {score}{scaled}, {len(s.minutes)}/{s.runs} converged{spread}")
         if c.speedup is not None and c.a and c.b and c.a.score and c.b.score:
             lines.append(f"  {c.a.score:.2f} min → {c.b.score:.2f} min: {fmt_x(c.speedup)} faster")
             spread = f"ratio of medians {fmt_x(c.median_ratio)}"

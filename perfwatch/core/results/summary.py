@@ -10,6 +10,7 @@ import csv
 import io
 import json
 import math
+import os
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -17,7 +18,13 @@ from pathlib import Path
 from typing import Any
 
 from perfwatch.core import keys
-from perfwatch.core.mlperf.scores import MS_PER_MINUTE, BenchmarkScore, score_runs
+from perfwatch.core.mlperf.scores import (
+    MS_PER_MINUTE,
+    BenchmarkScore,
+    ScalingError,
+    scaling_factor,
+    score_runs,
+)
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import RunView
 
@@ -45,6 +52,42 @@ def group_of(view: RunView) -> str:
     return _REPEAT_SUFFIX.sub("", rid)
 
 
+def group_dir(members: list[RunView]) -> Path | None:
+    """The results folder on disk holding a group's `result_N.txt` files (where scaling.json lives)."""
+    parents = {os.path.dirname(v.path) for v in members}
+    if len(parents) != 1 or not all(_RESULT_NAME.match(Path(v.path).stem) for v in members):
+        return None
+    return Path(parents.pop())
+
+
+def score_group(members: list[RunView]) -> BenchmarkScore:
+    """The official score of one run group: olympic mean × its folder's scaling.json factor."""
+    bench = next((v.benchmark for v in members if v.benchmark), None)
+    runs = [(v.run_id, v.time_to_train_ms / MS_PER_MINUTE if v.converged and v.time_to_train_ms else None)
+            for v in members]
+    try:
+        factor = scaling_factor(group_dir(members))
+    except ScalingError as exc:
+        scored = score_runs(bench, runs)
+        return BenchmarkScore(bench, scored.runs, scored.converged, None, scored.dropped,
+                              f"{exc}: no score (MLPerf's summarizer cannot read it either)",
+                              float("nan"), scored.olympic_minutes)
+    return score_runs(bench, runs, factor)
+
+
+def group_ruleset(members: list[RunView]) -> tuple[str | None, str]:
+    """The ruleset of a group's runs and why; says so when its runs disagree."""
+    seen = {(v.ruleset, v.ruleset_why) for v in members if v.ruleset}
+    rulesets = {rs for rs, _ in seen}
+    if not rulesets:
+        return None, "unknown: no run named its benchmark"
+    if len(rulesets) > 1:
+        return None, "runs judged under different rulesets: " + ", ".join(sorted(str(r) for r in rulesets))
+    rs = rulesets.pop()
+    whys = sorted({why for _, why in seen})
+    return rs, whys[0] if len(whys) == 1 else "; ".join(whys)
+
+
 def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]] | None = None) -> dict[str, Any]:
     try:
         rel = Path(view.path).relative_to(root).as_posix()
@@ -62,6 +105,8 @@ def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]
         "time_to_train_ms": ttt,
         "time_to_train_min": ttt / MS_PER_MINUTE if ttt is not None else None,
         "target": view.target.describe() if view.target else None,
+        "ruleset": view.ruleset,
+        "ruleset_why": view.ruleset_why,
         "best_eval": view.best_eval,
         "evals": len(view.evals),
         "throughput_mean": stats.mean if stats.count else None,
@@ -96,20 +141,20 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
         groups.setdefault(group_of(v), []).append(v)
     benches: list[dict[str, Any]] = []
     for folder, members in groups.items():
-        bench = next((v.benchmark for v in members if v.benchmark), None)
-        scored: BenchmarkScore = score_runs(
-            bench,
-            [(v.run_id, v.time_to_train_ms / MS_PER_MINUTE if v.converged and v.time_to_train_ms else None)
-             for v in members],
-        )
+        scored = score_group(members)
+        ruleset, why = group_ruleset(members)
         benches.append(
             {
                 "folder": folder,
-                "benchmark": bench,
+                "benchmark": scored.benchmark,
                 "runs": scored.runs,
                 "converged": scored.converged,
                 "dropped": list(scored.dropped),
+                "olympic_minutes": scored.olympic_minutes,
+                "scaling_factor": scored.scaling_factor if math.isfinite(scored.scaling_factor) else None,
                 "score_minutes": scored.score_minutes,
+                "ruleset": ruleset,
+                "ruleset_why": why,
                 "note": scored.note,
             }
         )
@@ -185,7 +230,10 @@ BENCH_COLUMNS: list[tuple[str, str, int]] = [
     ("benchmark", "benchmark", 0),
     ("runs", "runs", 0),
     ("converged", "ok", 0),
+    ("olympic_minutes", "olympic min", 3),
+    ("scaling_factor", "scaling", 4),
     ("score_minutes", "score min", 3),
+    ("ruleset", "ruleset", 0),
     ("note", "note", 0),
 ]
 
@@ -240,7 +288,21 @@ def render(report: Report, fmt: str) -> str:
         return (
             "## Runs\n\n" + _markdown(report.runs, RUN_COLUMNS)
             + "\n\n## Benchmarks\n\n" + _markdown(report.benchmarks, BENCH_COLUMNS)
+            + "\n\n" + "\n".join(f"- {line}" for line in ruleset_lines(report))
         )
     return "RUNS\n" + _table(report.runs, RUN_COLUMNS) + "\n\nBENCHMARKS (olympic time-to-train)\n" + _table(
         report.benchmarks, BENCH_COLUMNS
-    )
+    ) + "\n" + "\n".join(ruleset_lines(report))
+
+
+def ruleset_lines(report: Report) -> list[str]:
+    """Which ruleset judged each benchmark folder and why, one line per distinct reason."""
+    by_reason: dict[tuple[str, str], list[str]] = {}
+    for b in report.benchmarks:
+        by_reason.setdefault((str(b.get("ruleset") or "—"), str(b.get("ruleset_why") or "")), []).append(
+            str(b.get("folder")))
+    out = []
+    for (rs, why), folders in by_reason.items():
+        where = folders[0] if len(folders) == 1 else f"{len(folders)} folders"
+        out.append(f"ruleset {rs} for {where}: {why}")
+    return out
