@@ -40,6 +40,8 @@ LAUNCHER_KEYS = ("type", "nproc_per_node", "nnodes", "node_rank", "rdzv_endpoint
 ABBREV = {"--batch-size": "bs", "--batch_size": "bs", "--lr": "lr", "--learning-rate": "lr"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
 _ID_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
+MAX_RUNS = 10_000  # per campaign: more is a typo (`repeat: 100000000`) that would never finish expanding
+MAX_EXPANDED = 32_768  # characters in one templated argument or env value after filling in the fields
 _PYTHONS = ("python", "python3", f"python3.{sys.version_info.minor}")
 
 
@@ -218,12 +220,31 @@ def _fill(text: str, values: dict[str, Any]) -> str:
     return text.format(**values) if "{" in text else text
 
 
-def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[int, ...]) -> list[RunSpec]:
+def _checked_size(y: Y, text: str) -> str:
+    if len(text) > MAX_EXPANDED:
+        raise y.error(f"expands to {len(text):,} characters (the limit is {MAX_EXPANDED:,})")
+    return text
+
+
+def _unique_ids(y: Y, groups: dict[str, tuple[tuple[str, Any], ...]],
+                group: str, grid: dict[str, Any]) -> None:
+    """Two grid points whose labels sanitise alike (`adam_w`, `adam-w`) would share a run id: refuse."""
+    mine = tuple(grid.items())
+    other = groups.setdefault(group, mine)
+    if other != mine:
+        a = ", ".join(f"{k}={v!r}" for k, v in other)
+        b = ", ".join(f"{k}={v!r}" for k, v in mine)
+        raise y.error(f"grid points {{{a}}} and {{{b}}} get the same run id {group!r}: make the values differ "
+                      "in letters or digits, or split them into two jobs")
+
+
+def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[int, ...],
+              budget: int = MAX_RUNS) -> list[RunSpec]:
     m = y.mapping(JOB_KEYS)
     if "name" not in m:
         raise y.error("missing key 'name'")
     name = m["name"].string()
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise m["name"].error(f"job names use letters, digits, - and _ (got {name!r})")
     if "cmd" not in m:
         raise y.error("missing key 'cmd' (the program as an argv list, e.g. [python, train.py])")
@@ -250,18 +271,28 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
             repeat = len(s.seeds)
         elif len(s.seeds) < repeat and s.seeds_y is not None:
             raise s.seeds_y.error(f"{len(s.seeds)} seeds for repeat: {repeat}")
+    count = repeat
+    for _, vals in axes:
+        count *= len(vals)
+    if count > budget:  # counted before expanding: 10 axes x 10 values must not take forever to refuse
+        where = m["args"] if axes and "args" in m else m.get("repeat", y)
+        raise where.error(f"{count:,} runs ({' x '.join(str(len(v)) for _, v in axes) or '1'} grid points x "
+                          f"{repeat} repeats); a campaign may have at most {MAX_RUNS:,}")
     runs: list[RunSpec] = []
+    groups: dict[str, tuple[tuple[str, Any], ...]] = {}
     for point in itertools.product(*(vals for _, vals in axes)):
         chosen = list(zip((k for k, _ in axes), point, strict=True))
         grid = {k: v for (k, vals), (_, v) in zip(axes, chosen, strict=True) if len(vals) > 1}
         group = ".".join([name, *("_".join(_label(k, v) for k, v in grid.items()),)] if grid else [name])
+        _unique_ids(m.get("args", y), groups, group, grid)
         for index in range(repeat):
             seed = s.seeds[index] if s.seeds is not None else s.seed + index
             run_id = f"{group}.r{index}"
             values = {"seed": seed, "index": index, "run_id": run_id, "name": campaign, "job": name}
-            filled = [(k, _fill(v, values) if isinstance(v, str) else v) for k, v in chosen]
-            argv = _argv([_fill(c, values) for c in cmd], filled, launcher, f"{campaign}-{run_id}")
-            env = {k: _fill(v, values) for k, v in s.env.items()}
+            filled = [(k, _checked_size(m["args"], _fill(v, values)) if isinstance(v, str) else v) for k, v in chosen]
+            argv = _argv([_checked_size(m["cmd"], _fill(c, values)) for c in cmd], filled, launcher,
+                         f"{campaign}-{run_id}")
+            env = {k: _checked_size(m.get("env", y), _fill(v, values)) for k, v in s.env.items()}
             clear = None
             if s.cache_clear_cmd is not None:
                 clear = tuple(_fill(c, values) for c in s.cache_clear_cmd)
@@ -291,7 +322,7 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
     if "jobs" not in m:
         raise root.error("missing key 'jobs' (the list of runs to launch)")
     name = m["name"].string() if "name" in m else Path(path).stem
-    if not _NAME.match(name):
+    if not _NAME.fullmatch(name):
         raise m["name"].error(f"campaign names use letters, digits, - and _ (got {name!r})")
     logdir = "runs/{name}-{timestamp}"
     if "logdir" in m:
@@ -334,7 +365,7 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
     runs: list[RunSpec] = []
     seen_jobs: dict[str, Y] = {}
     for jy in jobs:
-        job_runs = _job_runs(jy, defaults, name, base, gpus)
+        job_runs = _job_runs(jy, defaults, name, base, gpus, MAX_RUNS - len(runs))
         jname = job_runs[0].job if job_runs else ""
         if jname in seen_jobs:
             ny = jy.mapping()["name"]

@@ -6,6 +6,7 @@ Split from campaign.py so that module stays about expansion: a job's settings ar
 
 from __future__ import annotations
 
+import re
 import string
 from dataclasses import dataclass, field
 
@@ -23,6 +24,15 @@ TARGET_KEYS = ("key", "value", "higher_is_better")
 RUN_FIELDS = ("seed", "index", "run_id", "name", "job")
 PRECISIONS = ("fp32", "fp16", "bf16", "amp", "tf32", "fp8")
 ISOLATE = ("none", "per_device")
+# set by perfwatch for every run: a campaign cannot set them (silently overriding would lie)
+RESERVED_ENV = {
+    "PERFWATCH_MLLOG": "perfwatch points it at the run's own mllog.txt",
+    "PERFWATCH_RUN_ID": "perfwatch sets it to the run id",
+    "PERFWATCH_SEED": "perfwatch sets it from `seed`/`seeds`",
+    "CUDA_VISIBLE_DEVICES": "perfwatch assigns GPUs from `devices` (and `scheduler: {gpus: [...]}`)",
+    "CUDA_DEVICE_ORDER": "perfwatch sets PCI_BUS_ID so CUDA and NVML number GPUs alike",
+}
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
 @dataclass
@@ -55,14 +65,32 @@ class Settings:
 
 
 def check_template(y: Y, text: str, allowed: tuple[str, ...]) -> str:
+    """A string with `{field}` placeholders: known fields only, no format specs, no NUL bytes."""
+    if "\0" in text:
+        raise y.error("contains a NUL byte (a process argument or environment value cannot hold one)")
     try:
-        names = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+        parts = list(string.Formatter().parse(text))
     except ValueError as exc:
         raise y.error(f"bad template {text!r}: {exc}; write {{{{ and }}}} for literal braces") from None
-    for name in names:
+    for _, name, spec, conversion in parts:
+        if name is None:
+            continue
         if name not in allowed:
             raise y.error(f"unknown placeholder {{{name}}}; known: {', '.join('{' + a + '}' for a in allowed)}")
+        if spec or conversion:
+            shown = "{" + name + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "") + "}"
+            raise y.error(f"{shown}: format specs and conversions are not supported; write {{{name}}}")
     return text
+
+
+def env_name(y: Y, name: str) -> str:
+    """An environment variable name a process can have, that perfwatch does not set itself."""
+    if not _ENV_NAME.fullmatch(name):
+        raise y.error(f"environment variable name {name!r}: use letters, digits and _ (no '=', no spaces, "
+                      "not starting with a digit)")
+    if name in RESERVED_ENV:
+        raise y.error(f"{name} cannot be set here: {RESERVED_ENV[name]}")
+    return name
 
 
 def argv_list(y: Y, example: str) -> list[Y]:
@@ -112,11 +140,14 @@ def settings(m: dict[str, Y], base: Settings) -> Settings:
             s.seeds, s.seeds_y = tuple(i.integer() for i in items), y
         elif key == "env":
             for k, v in y.mapping().items():
+                env_name(v, k)
                 if v.shape != "scalar" or v.is_null():
                     raise v.expected("a string or number")
                 s.env[k] = check_template(v, str(v.text()), RUN_FIELDS)
         elif key == "cwd":
             s.cwd = y.string()
+            if "\0" in s.cwd:
+                raise y.error("contains a NUL byte")
         elif key == "target":
             s.target = target(y)
         elif key == "exit_at_target":

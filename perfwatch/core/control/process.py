@@ -276,6 +276,20 @@ def start(
     return Proc(popen.pid, created, run_dir, popen)
 
 
+def find_supervisor(run_dir: Path) -> tuple[int, float] | None:
+    """The live supervisor started for `run_dir` (found by its --exit-file argument): (pid, create time)."""
+    target = str(run_dir / EXIT_FILE)
+    for p in psutil.process_iter(["pid", "cmdline", "create_time"]):
+        cmd = p.info.get("cmdline") or []
+        if "perfwatch.core.control.supervisor" in cmd and target in cmd:
+            try:
+                if p.status() != psutil.STATUS_ZOMBIE:
+                    return p.info["pid"], p.info["create_time"]
+            except psutil.Error:
+                continue
+    return None
+
+
 def adopt(pid: int, create_time: float, run_dir: Path) -> Proc:
     """A handle on a run some earlier perfwatch started; `poll()` reads exit.json."""
     return Proc(pid, create_time, run_dir, None)

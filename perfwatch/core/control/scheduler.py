@@ -11,6 +11,7 @@ from their `exit.json`, queued ones start as if nothing had happened.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import socket
@@ -29,6 +30,16 @@ from perfwatch.core.control.campaign import Campaign, RunSpec
 from perfwatch.core.control.controller import ProcInfo, RunState, allowed, cached_tail, take_requests
 from perfwatch.core.control.paths import UnsafePath, run_folder
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, REGISTRY_FILE, run_dir
+
+
+def storage_problem(exc: OSError) -> str:
+    """An OSError from writing under LOGDIR, in words a user acts on."""
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "LOGDIR's file system is full"
+    if exc.errno == errno.EROFS:
+        return "LOGDIR's file system is read-only"
+    return exc.strerror or str(exc)
+
 
 AT_TARGET_GRACE = 3.0  # s a workload gets to stop by itself after its log says target reached
 
@@ -104,6 +115,7 @@ class Scheduler:
         self.runs: dict[str, _Run] = {}
         self.events: deque[tuple[str, RunState, str | None]] = deque(maxlen=1000)
         self._dirty = True
+        self.write_error: str | None = None  # why perfwatch.json could not be written (retried every poll)
         self._telemetry: Any = None  # TelemetryThread once record_telemetry() is called
         self._live: Mapping[str, Any] = {}
         for rec in data["runs"]:
@@ -168,6 +180,8 @@ class Scheduler:
         run.started_at, run.ended_at = rec.get("started_at"), rec.get("ended_at")
         run.devices = tuple(rec.get("devices") or ())
         run.paused_total = float(rec.get("paused_total") or 0.0)
+        run.paused_at = rec.get("paused_at") if isinstance(rec.get("paused_at"), (int, float)) else None
+        run.slot = rec.get("slot") if isinstance(rec.get("slot"), int) else None
         try:
             state = RunState(rec.get("state", "queued"))
         except ValueError:
@@ -184,6 +198,17 @@ class Scheduler:
             if state is RunState.STOPPING:
                 run.state, run.kill_at = RunState.STOPPING, time.time() + run.spec.grace
             run.active_at = time.time()
+        elif state is RunState.STARTING:  # perfwatch died between "starting" and recording the pid
+            found = launch.find_supervisor(folder)
+            if found is not None:
+                run.proc = launch.adopt(*found, folder)
+                run.state, run.active_at = RunState.RUNNING, time.time()
+            elif isinstance((record := launch.read_exit(folder) or {}).get("runner_pid"), int):
+                run.proc = launch.adopt(record["runner_pid"], 0.0, folder)  # ended meanwhile: poll() reads exit.json
+                run.state = RunState.RUNNING
+            else:
+                run.state = RunState.UNKNOWN  # it may have run: never start it twice
+                run.reason = "perfwatch stopped while starting it; not started again (restart it to run it)"
         elif state.alive:
             run.state = RunState.QUEUED  # never got a process: start it again
         else:
@@ -443,16 +468,26 @@ class Scheduler:
         if spec.isolate == "per_device":
             run.slot = min(set(range(self.max_parallel + len(slots) + 1)) - slots)
             cpus, mem = launch.cpu_share(run.slot, self.max_parallel)
+        # "starting" is on disk before the process exists: a perfwatch that dies now never runs it twice
+        self._set(run, RunState.STARTING, None)
+        if not self._write():
+            run.slot, run.devices = None, ()
+            self._set(run, RunState.QUEUED, f"waiting: {self.write_error}")
+            return False
         try:
             run.proc = launch.start(spec.argv, folder, env=env, cwd=spec.cwd, cpus=cpus, mem_bytes=mem,
                                     cache_clear=spec.cache_clear_cmd, cache_clear_timeout=spec.cache_clear_timeout)
-        except OSError as exc:
-            self._set(run, RunState.FAILED, f"cannot start: {exc}")
+        except Exception as exc:  # noqa: BLE001 - any start error fails this run, never the scheduler
+            run.slot = None
+            what = storage_problem(exc) if isinstance(exc, OSError) else str(exc)
+            self._set(run, RunState.FAILED, f"cannot start: {what}")
+            self._write()
             return True
         run.record["env_delta"] = env
         run.started_at = run.active_at = time.time()
         run.activity, run.priority = (), False
         self._set(run, RunState.RUNNING, None)
+        self._write()  # the pid is on disk before the next run starts (retried every poll if it fails)
         return True
 
     def _set(self, run: _Run, state: RunState, reason: str | None) -> None:
@@ -466,7 +501,8 @@ class Scheduler:
         self.events.clear()
         return out
 
-    def _write(self) -> None:
+    def _write(self) -> bool:
+        """Persist every run's state; False (and `write_error` set) when the file system refuses."""
         for run in self.runs.values():
             p = run.proc
             run.record.update(
@@ -474,8 +510,20 @@ class Scheduler:
                 ended_at=run.ended_at, devices=list(run.devices), stalled=run.stalled, reason=run.reason,
                 pid=p.pid if p else None, pgid=p.pgid if p else None, create_time=p.create_time if p else None,
                 host=socket.gethostname() if p else None, paused_total=run.paused_total,
-                intent=str(run.intent) if run.intent else None,
+                intent=str(run.intent) if run.intent else None, paused_at=run.paused_at, slot=run.slot,
             )
         self.data["runs"] = [r.record for r in self.runs.values()]
-        registry.write(self.logdir, self.data)
+        try:
+            registry.write(self.logdir, self.data)
+        except OSError as exc:  # disk full, quota, read-only remount: say so, keep going, retry next poll
+            self._dirty = True
+            problem = storage_problem(exc)
+            if problem != self.write_error:
+                self.write_error = problem
+                self.events.append(("", RunState.UNKNOWN, f"cannot write perfwatch.json: {problem}; retrying"))
+            return False
+        if self.write_error is not None:
+            self.events.append(("", RunState.UNKNOWN, "perfwatch.json written again"))
+        self.write_error = None
         self._dirty = False
+        return True

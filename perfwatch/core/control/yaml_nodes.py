@@ -28,6 +28,43 @@ class CampaignError(Exception):
         super().__init__(f"{where}: {field}: {message}" if field else f"{where}: {message}")
 
 
+MAX_DEPTH = 32  # a campaign nests ~5 levels; deeper is a mistake or an attack on the parser
+
+
+def _deep_line(text: str) -> int:
+    """The line where flow brackets first nest deeper than MAX_DEPTH (else the most indented line)."""
+    depth, line, quote = 0, 1, ""
+    for ch in text:
+        if ch == "\n":
+            line += 1
+        elif quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            if depth > MAX_DEPTH:
+                return line
+        elif ch in "]}":
+            depth -= 1
+    lines = text.splitlines() or [""]
+    widths = [len(ln) - len(ln.lstrip(" ")) for ln in lines]
+    return widths.index(max(widths)) + 1
+
+
+def _check_depth(root: Node, name: str) -> None:
+    """Refuse nesting deeper than MAX_DEPTH (iteratively: no recursion on hostile input)."""
+    stack: list[tuple[Node, int]] = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise CampaignError(name, node.start_mark.line + 1, "", f"nested more than {MAX_DEPTH} levels deep")
+        if isinstance(node, SequenceNode):
+            stack.extend((child, depth + 1) for child in node.value)
+        elif isinstance(node, MappingNode):
+            stack.extend((child, depth + 1) for pair in node.value for child in pair)
+
+
 _DURATION = re.compile(r"^(?:(\d+(?:\.\d+)?)h)?(?:(\d+(?:\.\d+)?)m)?(?:(\d+(?:\.\d+)?)s)?$")
 
 
@@ -193,6 +230,9 @@ def load(path: Path) -> Y:
         raise CampaignError(name, line, "", f"invalid YAML: {exc.problem or exc}") from None
     except yaml.YAMLError as exc:
         raise CampaignError(name, 0, "", f"invalid YAML: {exc}") from None
+    except RecursionError:
+        raise CampaignError(name, _deep_line(text), "", f"nested more than {MAX_DEPTH} levels deep") from None
     if node is None:
         raise CampaignError(name, 1, "", "the file is empty; expected a mapping with `jobs`")
+    _check_depth(node, name)
     return Y(node, name, "")
