@@ -31,7 +31,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("perfwatch.core.results",),
     ("perfwatch.core.engine",),
 )
-FRONT_ENDS = ("perfwatch.ui", "perfwatch.text", "perfwatch.commands", "perfwatch.cli", "textual")
+FRONT_ENDS = ("perfwatch.ui", "perfwatch.text", "perfwatch.commands", "perfwatch.cli", "perfwatch.exporters", "textual")
 # what perfwatch.instrument (imported by the workloads, inside the training process) may use of core
 INSTRUMENT_MAY_USE = ("perfwatch.core", "perfwatch.core.layout", "perfwatch.core.keys")
 # the compliance rules perfwatch ships for its own workloads' names are data the checker reads

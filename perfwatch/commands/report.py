@@ -21,7 +21,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         "benchmark folder, computed as MLPerf's result summarizer does.",
     )
     p.add_argument("logdir", type=Path, help="folder (or single file) holding mllog logs")
-    p.add_argument("--format", choices=["table", "json", "markdown", "csv"], default="table")
+    p.add_argument("--format", choices=["table", "json", "markdown", "csv", "html"], default="table",
+                   help="html: one self-contained page (tables, inline SVG plots) on stdout: > report.html")
     add_ruleset(p)
     p.add_argument(
         "--baseline", metavar="RUN_OR_JOB",
@@ -65,6 +66,11 @@ def run(args: argparse.Namespace) -> int:
         if grid is not None:
             body["baseline_grid"] = grid
         print(json.dumps(body, indent=2, default=str))
+        return 0
+    if args.format == "html":
+        from perfwatch.exporters import html
+
+        print(html.render(rep, book, title=f"perfwatch report — {root}"), end="")
         return 0
     echo(report_mod.render(rep, args.format))
     if grid is not None:

@@ -248,13 +248,14 @@ def _cell(row: dict[str, Any], key: str, digits: int) -> str:
     return _fmt(value, digits)
 
 
-def _cells(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> list[list[str]]:
+def cells(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> list[list[str]]:
+    """Each row as the texts the table renderers show (text, markdown, HTML)."""
     return [[_cell(r, k, d) for k, _, d in columns] for r in rows]
 
 
 def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
     head = [h for _, h, _ in columns]
-    body = _cells(rows, columns)
+    body = cells(rows, columns)
     widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(head)]
     numeric = [d > 0 or k in ("runs", "converged", "bad_lines") for k, _, d in columns]
 
@@ -269,7 +270,7 @@ def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> s
 def _markdown(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
     head = [h for _, h, _ in columns]
     out = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
-    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in _cells(rows, columns)]
+    out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in cells(rows, columns)]
     return "\n".join(out)
 
 
