@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfwatch.core import keys
+from perfwatch.core.measure.energy import energy_columns
 from perfwatch.core.measure.peaks import PeakFlops, normalize_dtype, peak_for
 from perfwatch.core.model.run import RunView
 from perfwatch.core.telemetry.jsonl import read_telemetry, summarize_telemetry
@@ -374,4 +375,9 @@ def report_extra(
         "cpu_mean": t.cpu_mean,
         "rss_max_mib": t.rss_max / 1024**2 if t.rss_max is not None else None,
         "gpu_unavailable": t.gpu_unavailable,
+        "gpus": list(t.gpu_indices),
+        "gpu_run_mem_max_gib": t.run_mem_max / 1024**3 if t.run_mem_max is not None else None,
+        "gpu_shared_with": t.shared_max,
+        "clock_events": {r: round(f, 3) for r, f in (t.throttle or {}).items() if r != "gpu_idle"} or None,
+        **energy_columns(view, records),
     }

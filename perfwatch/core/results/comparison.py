@@ -22,6 +22,7 @@ import random
 import statistics
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from perfwatch.core import keys
@@ -46,6 +47,11 @@ class Side:
     score: float | None  # olympic minutes × scaling.json's factor (the official score)
     note: str
     scaling: float = 1.0  # the folder's scaling.json factor
+    energy_kj: tuple[float, ...] = ()  # converged runs' GPU energy-to-train, where telemetry recorded it
+
+    @property
+    def energy_median(self) -> float | None:
+        return statistics.median(self.energy_kj) if self.energy_kj else None
 
     @property
     def median(self) -> float | None:
@@ -69,8 +75,11 @@ class Comparison:
             return {"folder": s.folder, "runs": s.runs, "converged": len(s.minutes), "score_minutes": s.score,
                     "scaling_factor": s.scaling,
                     "median_minutes": s.median, "min_minutes": min(s.minutes, default=None),
-                    "max_minutes": max(s.minutes, default=None), "note": s.note}
+                    "max_minutes": max(s.minutes, default=None), "note": s.note,
+                    "energy_to_train_kj_median": s.energy_median, "energy_runs": len(s.energy_kj)}
+        ea, eb = (self.a.energy_median if self.a else None), (self.b.energy_median if self.b else None)
         return {"benchmark": self.benchmark, "a": side(self.a), "b": side(self.b), "speedup": self.speedup,
+                "energy_ratio": _ratio(ea, eb),
                 "median_ratio": self.median_ratio,
                 "interval90": list(self.interval) if self.interval else None, "note": self.note}
 
@@ -78,6 +87,17 @@ class Comparison:
 def _minutes(view: RunView) -> float | None:
     ttt = view.time_to_train_ms
     return ttt / MS_PER_MINUTE if view.converged and ttt is not None else None
+
+
+def _energy_kj(view: RunView) -> float | None:
+    """GPU energy-to-train of a converged run, from the telemetry.jsonl beside its log (None: not recorded)."""
+    from perfwatch.core.measure.energy import energy_to_train
+    from perfwatch.core.telemetry.jsonl import read_telemetry
+
+    if not view.converged or not view.path:
+        return None
+    ett = energy_to_train(view, read_telemetry(Path(view.path).parent))
+    return ett.energy.kj if ett is not None and ett.finished else None
 
 
 def sides(views: Iterable[RunView], label: str = "") -> dict[str, list[Side]]:
@@ -92,8 +112,9 @@ def sides(views: Iterable[RunView], label: str = "") -> dict[str, list[Side]]:
         ok = tuple(sorted(m for m in map(_minutes, members) if m is not None))
         shown = (label if folder == "." else f"{label.rstrip('/')}/{folder}") if label else folder
         factor = scored.scaling_factor if math.isfinite(scored.scaling_factor) else 1.0
+        energy = tuple(e for e in (_energy_kj(v) for v in members) if e is not None)
         side = Side(shown, bench, len(members), ok, len(members) - len(ok), scored.score_minutes, scored.note,
-                    factor)
+                    factor, energy)
         out.setdefault(bench or folder, []).append(side)
     return out
 
@@ -174,6 +195,13 @@ def render_comparisons(rows: Sequence[Comparison]) -> str:
             if c.interval:
                 spread += f", 90% bootstrap interval {fmt_x(c.interval[0])}–{fmt_x(c.interval[1])}"
             lines.append(f"  spread across seeds: {spread}")
+        ea, eb = (c.a.energy_median if c.a else None), (c.b.energy_median if c.b else None)
+        if ea is not None or eb is not None:
+            def kj(v: float | None) -> str:
+                return "not recorded" if v is None else f"{v:,.1f} kJ"
+            ratio = _ratio(ea, eb)
+            lines.append(f"  GPU energy-to-train (median): A {kj(ea)}, B {kj(eb)}"
+                         + (f": B uses {1 / ratio:.2f}× the energy of A" if ratio else ""))
         if c.note:
             lines.append(f"  note: {c.note}")
     return "\n".join(lines)

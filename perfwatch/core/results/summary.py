@@ -222,6 +222,7 @@ RUN_COLUMNS: list[tuple[str, str, int]] = [
     ("cpu_mean", "CPU %", 0),
     ("gpu_util_mean", "GPU %", 0),
     ("power_mean_w", "W", 0),
+    ("energy_to_train_kj", "kJ", 1),
     ("compliance", "rules", 0),
     ("bad_lines", "bad", 0),
 ]

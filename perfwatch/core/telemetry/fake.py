@@ -10,6 +10,8 @@ they would on a real machine. Fields can be made to fail one at a time.
 from __future__ import annotations
 
 import itertools
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
@@ -39,6 +41,7 @@ FIELD_FUNCTIONS = {
     "mem_clock": "nvmlDeviceGetClockInfo",
     "throttle": "nvmlDeviceGetCurrentClocksEventReasons",
     "processes": "nvmlDeviceGetComputeRunningProcesses",
+    "energy_mj": "nvmlDeviceGetTotalEnergyConsumption",
 }
 
 _ERRORS = {
@@ -75,6 +78,7 @@ class FakeGpu:
     sm_clock: int = 1980
     mem_clock: int = 2619
     throttle_mask: int = 0x4  # sw_power_cap
+    energy_mj: int = 123_456_789  # total-energy counter since the (fake) driver loaded
     compute_procs: list[tuple[int, int | None]] = field(default_factory=list)  # (pid, bytes)
     graphics_procs: list[tuple[int, int | None]] = field(default_factory=list)
 
@@ -163,6 +167,9 @@ class FakeNvml:
     def nvmlDeviceGetCurrentClocksEventReasons(self, h: FakeGpu) -> int:
         return self._check(h, "nvmlDeviceGetCurrentClocksEventReasons").throttle_mask
 
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: FakeGpu) -> int:
+        return self._check(h, "nvmlDeviceGetTotalEnergyConsumption").energy_mj
+
     def nvmlDeviceGetComputeRunningProcesses(self, h: FakeGpu) -> list[Any]:
         g = self._check(h, "nvmlDeviceGetComputeRunningProcesses")
         return [SimpleNamespace(pid=p, usedGpuMemory=m) for p, m in g.compute_procs]
@@ -175,9 +182,10 @@ class FakeNvml:
 class FakeSampler(NvmlSampler):
     """An NvmlSampler over `FakeNvml`. Tests only: never used by the app on a real machine."""
 
-    def __init__(self, gpus: list[FakeGpu] | None = None, *, init_error: str | None = None) -> None:
+    def __init__(self, gpus: list[FakeGpu] | None = None, *, init_error: str | None = None,
+                 clock: Callable[[], float] = time.time) -> None:
         self.fake = FakeNvml(list(gpus) if gpus is not None else [FakeGpu()], init_error)
-        super().__init__(nvml=self.fake)
+        super().__init__(nvml=self.fake, clock=clock)
 
     def fail(self, field_name: str, error: str = "NotSupported", gpu: int | None = None) -> None:
         """Make `field_name` fail with NVML error `error` on GPU `gpu` (None: every GPU)."""

@@ -9,7 +9,9 @@ tolerantly (a line cut short by a crash is skipped, never fatal).
 Record (keys absent when unknown):
     {"time": 1732230000.5, "run": "mlp.bs32.r0", "cpu_percent": 187.5, "rss": 734003200,
      "nprocs": 3, "pids": [..], "gpus": [{"index": 0, "name": ..., "util_sm": 97.0, "mem_used": ..., "power_w": ...,
-     "run_mem": <bytes used by this run's processes on that GPU>, "na": {"field": "reason"}}],
+     "energy_mj": <NVML total-energy counter>, "throttle": ["sw_power_cap"],
+     "run_pids": [<this run's processes on that GPU>], "run_mem": <bytes they use>,
+     "other_procs": <processes on that GPU not in this run>, "na": {"field": "reason"}}],
      "gpu_unavailable": "NVML library not found: ...", "host_cpu_percent": 53.1, "host_mem_used": ...}
 """
 
@@ -27,8 +29,8 @@ from perfwatch.core.layout import TELEMETRY_FILE
 from perfwatch.core.telemetry.types import GpuSample, ProcTree, RunResources, Snapshot
 
 _GPU_KEYS = (
-    "name", "uuid", "util_sm", "util_mem", "mem_used", "mem_total", "power_w", "power_limit_w",
-    "power_default_limit_w", "temp_c", "sm_clock", "mem_clock",
+    "name", "uuid", "board_part", "util_sm", "util_mem", "mem_used", "mem_total", "power_w", "power_limit_w",
+    "power_default_limit_w", "temp_c", "sm_clock", "mem_clock", "energy_mj",
 )
 
 
@@ -41,9 +43,11 @@ def _gpu_record(gpu: GpuSample, pids: set[int]) -> dict[str, Any]:
     if gpu.throttle is not None:
         rec["throttle"] = list(gpu.throttle)
     if gpu.processes is not None:
-        mine = [p.used_mem for p in gpu.processes if p.pid in pids]
-        if mine:
-            rec["run_mem"] = sum(m for m in mine if m is not None)
+        mine = [p for p in gpu.processes if p.pid in pids]
+        if mine:  # the run's own processes on this GPU (NVML compute/graphics processes in its tree)
+            rec["run_pids"] = [p.pid for p in mine]
+            rec["run_mem"] = sum(p.used_mem for p in mine if p.used_mem is not None)
+        rec["other_procs"] = len(gpu.processes) - len(mine)  # > 0: the GPU is shared with something else
     if gpu.unavailable:
         rec["na"] = dict(gpu.unavailable)
     return rec
@@ -134,6 +138,10 @@ class TelemetrySummary:
     cpu_max: float | None
     rss_max: int | None
     gpu_unavailable: str | None  # why there is no GPU data, when there is none
+    run_mem_max: int | None = None  # bytes: the run's own processes, summed over its GPUs, highest tick
+    shared_max: int = 0  # most processes outside the run seen on its GPUs in one tick (0 = not shared)
+    throttle: Mapping[str, float] | None = None  # clock-event reason -> share of samples it was active
+    gpu_indices: tuple[int, ...] = ()
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -148,6 +156,11 @@ def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummar
     cpus: list[float] = []
     rsss: list[int] = []
     gpu_ids: set[Any] = set()
+    indices: set[int] = set()
+    run_mems: list[int] = []
+    shared = 0
+    throttled: dict[str, int] = {}
+    gpu_ticks = 0
     reason = None
     n = 0
     for rec in records:
@@ -162,10 +175,20 @@ def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummar
         if isinstance(rec.get("gpu_unavailable"), str):
             reason = rec["gpu_unavailable"]
         tick_power = []
-        for g in rec.get("gpus") or ():
-            if not isinstance(g, dict):
-                continue
+        tick_mem: list[int] = []
+        tick_reasons: set[str] = set()
+        gpus = [g for g in rec.get("gpus") or () if isinstance(g, dict)]
+        gpu_ticks += bool(gpus)
+        for g in gpus:
             gpu_ids.add(g.get("uuid") or g.get("index"))
+            if isinstance(g.get("index"), int):
+                indices.add(g["index"])
+            if isinstance(g.get("run_mem"), int):
+                tick_mem.append(g["run_mem"])
+            if isinstance(g.get("other_procs"), int):
+                shared = max(shared, g["other_procs"])
+            if isinstance(g.get("throttle"), list):
+                tick_reasons.update(str(r) for r in g["throttle"])
             if isinstance(g.get("util_sm"), int | float):
                 utils.append(float(g["util_sm"]))
             if isinstance(g.get("mem_used"), int):
@@ -174,6 +197,10 @@ def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummar
                 tick_power.append(float(g["power_w"]))
         if tick_power:
             powers.append(math.fsum(tick_power))
+        if tick_mem:
+            run_mems.append(sum(tick_mem))
+        for r in tick_reasons:
+            throttled[r] = throttled.get(r, 0) + 1
     return TelemetrySummary(
         samples=n,
         duration_s=(max(times) - min(times)) if len(times) > 1 else None,
@@ -187,4 +214,8 @@ def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummar
         cpu_max=max(cpus) if cpus else None,
         rss_max=max(rsss) if rsss else None,
         gpu_unavailable=reason if not gpu_ids else None,
+        run_mem_max=max(run_mems) if run_mems else None,
+        shared_max=shared,
+        throttle={r: k / gpu_ticks for r, k in sorted(throttled.items())} if gpu_ticks else None,
+        gpu_indices=tuple(sorted(indices)),
     )

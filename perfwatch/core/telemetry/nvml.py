@@ -210,6 +210,7 @@ class NvmlSampler:
             mem_clock=get("mem_clock", lambda: int(nv.nvmlDeviceGetClockInfo(handle, NVML_CLOCK_MEM))),
             throttle=get("throttle", lambda: decode_throttle(int(_throttle_mask(nv, handle)))),
             processes=procs,
+            energy_mj=get("energy_mj", lambda: int(nv.nvmlDeviceGetTotalEnergyConsumption(handle))),
             unavailable=MappingProxyType(na) if na else MappingProxyType({}),
         )
 

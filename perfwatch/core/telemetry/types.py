@@ -19,7 +19,7 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 GPU_FIELDS = (
     "name", "uuid", "bus_id", "board_part", "util_sm", "util_mem", "mem_used", "mem_total",
     "power_w", "power_limit_w", "power_default_limit_w", "power_max_limit_w", "temp_c",
-    "sm_clock", "mem_clock", "throttle", "processes",
+    "sm_clock", "mem_clock", "throttle", "processes", "energy_mj",
 )
 
 
@@ -51,6 +51,7 @@ class GpuSample:
     mem_clock: int | None = None  # MHz
     throttle: tuple[str, ...] | None = None  # decoded clock event reasons, () = none active
     processes: tuple[GpuProcess, ...] | None = None
+    energy_mj: int | None = None  # NVML's total-energy counter: mJ since the driver loaded (Volta and newer)
     unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
     def reason(self, name: str) -> str | None:

@@ -1,0 +1,184 @@
+"""Per-run GPU truth and energy: the run's own processes and memory on a shared GPU, clock events per run,
+every GPU of a multi-GPU run, and energy-to-train from the counter or from integrated power.
+
+GPUs come from FakeSampler (the production NvmlSampler over a scripted NVML: CI has no NVIDIA GPU);
+processes are real. Energy expectations are computed by hand in each test, from the numbers written.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from perfwatch.cli import main
+from perfwatch.core import keys
+from perfwatch.core.measure.energy import COUNTER, POWER, gpu_energy
+from perfwatch.core.telemetry.fake import FakeGpu, FakeSampler
+from perfwatch.core.telemetry.host import HostSampler
+from perfwatch.core.telemetry.sampling import (
+    MultiSampler,
+    RunResources,
+    TelemetryThread,
+    read_telemetry,
+    summarize_telemetry,
+)
+
+GIB = 1024**3
+T0 = 1_700_000_000.0  # epoch seconds of the first telemetry sample
+
+
+def _mllog(path: Path, start: float, stop: float, samples: int, status: str = "success") -> None:
+    def rec(key: str, value: object, t: float, **meta: object) -> str:
+        return ":::MLLOG " + json.dumps({"namespace": "", "time_ms": round(t * 1000), "event_type": "POINT_IN_TIME",
+                                         "key": key, "value": value, "metadata": meta})
+    pre = {"submission_benchmark": "mlp_regression", "submission_org": "perfwatch", "submission_division": "open",
+           "submission_status": "onprem", "submission_platform": "1xfake", "seed": 0, "global_batch_size": 100,
+           "train_samples": 1000, "eval_samples": 100, "lowest_numerical_precision_in_linear": "fp32",
+           "lowest_numerical_precision_in_attn": "fp32", "lowest_numerical_precision_in_comm": "fp32",
+           "tensor_parallelism": 1, "pipeline_parallelism": 1, "context_parallelism": 1, "expert_parallelism": 1,
+           "micro_batch_size": 100, "gradient_accumulation_steps": 1, "config_filename": "none"}
+    lines = [
+        rec("cache_clear", True, start - 3), rec("init_start", None, start - 2),
+        *(rec(k, v, start - 2) for k, v in pre.items()), rec(keys.TARGET, 0.9, start - 2, higher_is_better=True),
+        rec("init_stop", None, start - 1),
+        rec("run_start", None, start), rec("block_start", None, start, first_epoch_num=1, epoch_count=1,
+                                           samples_count=0),
+        rec("block_stop", None, stop, first_epoch_num=1, samples_count=samples),
+        rec("eval_start", None, stop, epoch_num=1, samples_count=samples),
+        rec("eval_accuracy", 0.95, stop, epoch_num=1, samples_count=samples),
+        rec("eval_stop", None, stop, epoch_num=1, samples_count=samples),
+        rec("run_stop", None, stop, status=status, epoch_num=1, samples_count=samples),
+    ]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def _telemetry(folder: Path, gpus_at: list[list[dict]]) -> None:
+    with open(folder / "telemetry.jsonl", "w") as f:
+        for i, gpus in enumerate(gpus_at):
+            f.write(json.dumps({"time": T0 + i, "run": folder.name, "gpus": gpus}) + "\n")
+
+
+def _report(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> dict:
+    assert main(["report", str(tmp_path / "logdir"), "--format", "json"]) == 0
+    return json.loads(capsys.readouterr().out)["runs"][0]
+
+
+def test_energy_to_train_integrates_power_when_there_is_no_counter(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "logdir" / "mlp.r0"
+    run.mkdir(parents=True)
+    # GPU 0 draws 100 + 10 t W, GPU 1 a steady 50 W, sampled at t = 0..10 s; run_start 2.5 s, run_stop 7.5 s
+    _telemetry(run, [[{"index": 0, "uuid": "GPU-a", "power_w": 100.0 + 10 * i},
+                      {"index": 1, "uuid": "GPU-b", "power_w": 50.0}] for i in range(11)])
+    _mllog(run / "mllog.txt", T0 + 2.5, T0 + 7.5, samples=10_000)
+    row = _report(tmp_path, capsys)
+    # by hand: ∫_{2.5}^{7.5} (100 + 10 t) dt = 100·5 + 5·(7.5² − 2.5²) = 500 + 250 = 750 J; plus 50 W · 5 s = 250 J
+    assert row["energy_to_train_kj"] == pytest.approx(1.0)
+    assert row["samples_per_j"] == pytest.approx(10_000 / 1000.0)
+    assert row["energy_method"] == POWER and "no energy counter" in POWER
+    # the whole recording, 0..10 s: 100·10 + 5·100 = 1500 J and 50·10 = 500 J
+    assert row["energy_run_kj"] == pytest.approx(2.0)
+    assert row["gpus"] == [0, 1]
+    assert main(["report", str(tmp_path / "logdir")]) == 0
+    table = capsys.readouterr().out
+    assert "kJ" in table.splitlines()[1] and "1.0" in table
+
+
+def test_energy_to_train_uses_the_counter_between_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "logdir" / "mlp.r0"
+    run.mkdir(parents=True)
+    # counter i² J at t = i (in mJ); the power readings (a flat 999 W) must be ignored when a counter is there
+    _telemetry(run, [[{"index": 0, "power_w": 999.0, "energy_mj": i * i * 1000}] for i in range(11)])
+    _mllog(run / "mllog.txt", T0 + 2.5, T0 + 7.5, samples=500)
+    row = _report(tmp_path, capsys)
+    # by hand: at 2.5 s the counter is between 4 J and 9 J -> 6.5 J; at 7.5 s between 49 J and 64 J -> 56.5 J
+    assert row["energy_to_train_kj"] == pytest.approx(0.050)
+    assert row["samples_per_j"] == pytest.approx(500 / 50.0)
+    assert row["energy_method"] == COUNTER
+
+
+def test_a_counter_that_goes_backwards_falls_back_to_power() -> None:
+    records = [{"time": T0 + i, "gpus": [{"index": 0, "power_w": 200.0, "energy_mj": [5000, 9000, 100, 900][i]}]}
+               for i in range(4)]
+    e = gpu_energy(records)
+    assert e is not None and e.method == POWER and e.joules == pytest.approx(600.0)  # 200 W x 3 s
+    assert gpu_energy([{"time": T0, "gpus": [{"index": 0, "power_w": 5.0}]}]) is None  # one reading: no energy
+
+
+def test_compare_shows_energy_to_train_where_recorded(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    for side, watts in (("a", 400.0), ("b", 100.0)):
+        for r in range(3):
+            run = tmp_path / side / f"mlp.r{r}"
+            run.mkdir(parents=True)
+            _telemetry(run, [[{"index": 0, "power_w": watts}] for _ in range(11)])
+            _mllog(run / "mllog.txt", T0 + 1, T0 + 6 + r, samples=1000)
+    assert main(["compare", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
+    out = capsys.readouterr().out
+    # medians: 5, 6, 7 s -> 6 s; A 400 W x 6 s = 2.4 kJ, B 100 W x 6 s = 0.6 kJ
+    assert "GPU energy-to-train (median): A 2.4 kJ, B 0.6 kJ: B uses 0.25× the energy of A" in out
+
+
+# ---- per-run GPU truth, through the real sampling code over a scripted NVML --------------------------------
+@pytest.fixture
+def two_sleepers():  # type: ignore[no-untyped-def]
+    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) for _ in range(2)]
+    try:
+        yield [p.pid for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def test_two_runs_sharing_a_gpu_are_told_apart(tmp_path: Path, two_sleepers: list[int]) -> None:
+    a, b = two_sleepers
+    gpu = FakeGpu(compute_procs=[(a, 10 * GIB), (b, 30 * GIB), (999_999, 1 * GIB)], mem_used=41 * GIB)
+    runs = {"a": RunResources((a,), (0,), tmp_path / "a"), "b": RunResources((b,), (0,), tmp_path / "b")}
+    tt = TelemetryThread(MultiSampler(HostSampler(), FakeSampler([gpu])), runs=lambda: runs)
+    tt.tick()
+    (ra,), (rb,) = read_telemetry(tmp_path / "a"), read_telemetry(tmp_path / "b")
+    assert (ra["gpus"][0]["run_pids"], ra["gpus"][0]["run_mem"], ra["gpus"][0]["other_procs"]) == ([a], 10 * GIB, 2)
+    assert (rb["gpus"][0]["run_pids"], rb["gpus"][0]["run_mem"], rb["gpus"][0]["other_procs"]) == ([b], 30 * GIB, 2)
+    assert ra["gpus"][0]["mem_used"] == rb["gpus"][0]["mem_used"] == 41 * GIB  # the whole GPU, for both
+    sa = summarize_telemetry(read_telemetry(tmp_path / "a"))
+    assert sa.run_mem_max == 10 * GIB and sa.shared_max == 2
+
+
+def test_a_multi_gpu_run_records_every_gpu_energy_and_clock_events(tmp_path: Path) -> None:
+    import os
+
+    g0 = FakeGpu(power_mw=600_000, energy_mj=1_000_000, throttle_mask=0x4)  # sw_power_cap
+    g1 = FakeGpu(bus_id="00000000:2A:00.0", power_mw=300_000, energy_mj=5_000_000, throttle_mask=0x0)
+    now = [T0]
+    sampler = FakeSampler([g0, g1], clock=lambda: now[0])
+    runs = {"ddp": RunResources((os.getpid(),), (0, 1), tmp_path / "ddp")}
+    tt = TelemetryThread(sampler, runs=lambda: runs)
+    tt.tick()
+    g0.energy_mj += 600_000  # 600 J on GPU 0 and
+    g1.energy_mj += 300_000  # 300 J on GPU 1 since the first sample
+    g1.throttle_mask = 0x40 | 0x1  # hw_thermal_slowdown (and idle, which is not a slowdown)
+    now[0] += 2.0
+    tt.tick()
+    records = read_telemetry(tmp_path / "ddp")
+    assert [[g["index"] for g in r["gpus"]] for r in records] == [[0, 1], [0, 1]]
+    e = gpu_energy(records)
+    assert e is not None and e.method == COUNTER and e.gpus == 2 and e.joules == pytest.approx(900.0)
+    s = summarize_telemetry(records)
+    assert s.gpu_indices == (0, 1) and s.power_mean_w == pytest.approx(900.0)
+    assert s.throttle == {"gpu_idle": 0.5, "hw_thermal_slowdown": 0.5, "sw_power_cap": 1.0}
+
+
+def test_a_gpu_without_the_energy_counter_says_why(tmp_path: Path) -> None:
+    import os
+
+    sampler = FakeSampler([FakeGpu()])
+    sampler.fail("energy_mj", "NotSupported")
+    runs = {"r": RunResources((os.getpid(),), (0,), tmp_path / "r")}
+    TelemetryThread(sampler, runs=lambda: runs).tick()
+    (rec,) = read_telemetry(tmp_path / "r")
+    assert "energy_mj" not in rec["gpus"][0]
+    assert rec["gpus"][0]["na"]["energy_mj"] == "not supported by this GPU or driver"
