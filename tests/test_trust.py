@@ -13,6 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 from test_launch_helpers import FAKE, ROOT, campaign_file, kill_groups
 
 from perfwatch.core.control import registry
@@ -27,7 +28,7 @@ def planted(tmp_path: Path, marker: Path, *, run_id: str | None = None, sign: bo
         """)
     logdir = tmp_path / "logdir"
     logdir.mkdir()
-    data = registry.new_registry(load_campaign(path, base=ROOT), logdir)
+    data = msgspec.to_builtins(registry.new_registry(load_campaign(path, base=ROOT), logdir))  # the file's plain data
     rec = data["runs"][0]
     rec["argv"] = [sys.executable, "-c", f"open({str(marker)!r}, 'w').write('ran')"]
     if run_id is not None:

@@ -17,7 +17,6 @@ from perfwatch.core.control import registry
 from perfwatch.core.control.campaign import Campaign
 from perfwatch.core.control.controller import ClientController, Controller
 from perfwatch.core.control.scheduler import Scheduler, Untrusted
-from perfwatch.core.mlperf.targets import Target
 from perfwatch.core.model.book import RunBook
 
 
@@ -48,10 +47,6 @@ def expand_logdir(template: str, name: str, now: float | None = None) -> Path:
     return Path(template.format(name=name, timestamp=stamp))
 
 
-def _targets(runs: list[dict]) -> dict[str, Target]:
-    return {r["run_id"]: Target(**r["target"]) for r in runs if r.get("target")}
-
-
 def launch_session(campaign: Campaign, logdir: Path, *, poll: bool = False) -> Session:
     """Create LOGDIR, write the plan, own it. Nothing is started until `controller.poll()`."""
     targets = {r.run_id: r.target for r in campaign.runs if r.target is not None}
@@ -59,7 +54,7 @@ def launch_session(campaign: Campaign, logdir: Path, *, poll: bool = False) -> S
     session = Session(logdir, campaign.name, book, [logdir], poll, None, baseline=campaign.baseline)
     session.controller = Scheduler.create(campaign, logdir, target_reached=session.target_reached)
     session.controller.record_telemetry()
-    session.host = session.controller.data["host"]
+    session.host = session.controller.data.host
     return session
 
 
@@ -76,9 +71,8 @@ def attach_session(path: Path, *, poll: bool = False, control: bool = True, conf
     if data is None:
         root = path.parent if path.is_file() else path
         return Session(root, path.name, RunBook(root, ruleset=ruleset), [path], poll, None)
-    book = RunBook(path, ruleset=ruleset, targets=_targets(data["runs"]))
-    session = Session(path, str(data.get("name") or path.name), book, [path], poll, None,
-                      host=data.get("host") or {}, baseline=data.get("baseline"))
+    book = RunBook(path, ruleset=ruleset, targets=data.targets())
+    session = Session(path, data.name or path.name, book, [path], poll, None, host=data.host, baseline=data.baseline)
     if control:
         try:
             owner = Scheduler.take_over(path, target_reached=session.target_reached, confirm=confirm)

@@ -83,6 +83,8 @@ class RunSpec:
     cache_clear_cmd: tuple[str, ...] | None = None  # run by the runner before the workload, each attempt
     cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
     devices_note: str | None = None  # how `devices: auto` was resolved, for the plan
+    # the campaign's peak for MFU: {device name pattern or "*": {dtype or "*": FLOP/s}} (job_settings.peak_flops)
+    peak_flops: dict[str, dict[str, float]] | None = None
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,12 @@ import time
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 from typing import Protocol
 
+from perfwatch.core.control.registry import RunRecord, SchedulerInfo
+from perfwatch.core.control.registry import read as read_registry
+from perfwatch.core.control.states import ACTIONS, RunState, allowed
 from perfwatch.core.layout import (
     OUTPUT_FILE,
     REGISTRY_FILE,
@@ -28,36 +30,10 @@ from perfwatch.core.layout import (
     write_json_atomic,
 )
 
-ACTIONS = ("pause", "resume", "stop", "kill", "restart", "start_now")
-
-
-class RunState(StrEnum):
-    QUEUED = "queued"
-    STARTING = "starting"
-    RUNNING = "running"
-    STALLED = "stalled"  # running, but no output for stall_after
-    PAUSED = "paused"
-    STOPPING = "stopping"
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    KILLED = "killed"
-    STOPPED = "stopped"
-    TIMEOUT = "timeout"
-    UNKNOWN = "unknown"  # re-adopted, process gone, no exit record
-
-    @property
-    def alive(self) -> bool:
-        return self in _ALIVE
-
-    @property
-    def terminal(self) -> bool:
-        return self in _TERMINAL
-
-
-_ALIVE = frozenset({RunState.STARTING, RunState.RUNNING, RunState.STALLED, RunState.PAUSED, RunState.STOPPING})
-_TERMINAL = frozenset(
-    {RunState.SUCCEEDED, RunState.FAILED, RunState.KILLED, RunState.STOPPED, RunState.TIMEOUT, RunState.UNKNOWN}
-)
+__all__ = [
+    "ACTIONS", "ClientController", "Controller", "ProcInfo", "RunState", "allowed", "cached_tail", "send_request",
+    "tail_lines", "take_requests",
+]
 
 
 @dataclass(frozen=True)
@@ -93,23 +69,6 @@ class Controller(Protocol):
     def stop_all(self) -> None: ...
     def poll(self) -> None: ...
     def close(self, stop_runs: bool) -> None: ...
-
-
-def allowed(action: str, state: RunState) -> bool:
-    """The one table of which action applies in which state (UI greys out the rest)."""
-    if action == "pause":
-        return state in (RunState.RUNNING, RunState.STALLED)
-    if action == "resume":
-        return state is RunState.PAUSED
-    if action == "stop":
-        return state in (RunState.QUEUED, RunState.STARTING, RunState.RUNNING, RunState.STALLED, RunState.PAUSED)
-    if action == "kill":
-        return state.alive
-    if action == "restart":
-        return state.terminal
-    if action == "start_now":
-        return state is RunState.QUEUED
-    return False
 
 
 def tail_lines(path: Path, n: int = 20, max_bytes: int = 16384) -> tuple[str, ...]:
@@ -178,19 +137,16 @@ def take_requests(logdir: Path) -> list[dict]:
     return out
 
 
-def info_from_record(rec: Mapping, logdir: Path) -> ProcInfo:
+def info_from_record(rec: RunRecord, logdir: Path) -> ProcInfo:
     """A ProcInfo from one `runs[]` entry of perfwatch.json."""
-    folder = run_dir(logdir, rec["run_id"])
-    try:
-        state = RunState(rec.get("state", "unknown"))
-    except ValueError:
-        state = RunState.UNKNOWN
+    folder = run_dir(logdir, rec.run_id)
+    state = rec.state
     return ProcInfo(
-        run_id=rec["run_id"], job=rec.get("job", ""), state=state, pid=rec.get("pid"), pgid=rec.get("pgid"),
-        attempt=int(rec.get("attempt", 1)), exit_code=rec.get("exit_code"), started_at=rec.get("started_at"),
-        ended_at=rec.get("ended_at"), devices=tuple(rec.get("devices") or ()), argv=tuple(rec.get("argv") or ()),
-        folder=folder, last_output=cached_tail(folder / OUTPUT_FILE) if state is not RunState.QUEUED else (),
-        stalled=bool(rec.get("stalled")), reason=rec.get("reason"),
+        run_id=rec.run_id, job=rec.job, state=state, pid=rec.pid, pgid=rec.pgid, attempt=rec.attempt,
+        exit_code=rec.exit_code, started_at=rec.started_at, ended_at=rec.ended_at, devices=tuple(rec.devices),
+        argv=tuple(rec.argv), folder=folder,
+        last_output=cached_tail(folder / OUTPUT_FILE) if state is not RunState.QUEUED else (),
+        stalled=rec.stalled, reason=rec.reason,
     )
 
 
@@ -201,7 +157,7 @@ class ClientController:
         self.logdir = Path(logdir)
         self._mtime = -1.0
         self._procs: dict[str, ProcInfo] = {}
-        self.scheduler: dict = {}
+        self.scheduler: SchedulerInfo | None = None  # the detached owner, as perfwatch.json names it
         self.poll()
 
     def procs(self) -> Mapping[str, ProcInfo]:
@@ -244,13 +200,12 @@ class ClientController:
             return
         if mtime == self._mtime:
             return
-        try:
-            data = json.loads(path.read_text())
-        except (OSError, ValueError):
+        data = read_registry(self.logdir)
+        if data is None:
             return  # never half-written; a failed read just means: try again next poll
         self._mtime = mtime
-        self.scheduler = data.get("scheduler") or {}
-        self._procs = {r["run_id"]: info_from_record(r, self.logdir) for r in data.get("runs", [])}
+        self.scheduler = data.scheduler
+        self._procs = {r.run_id: info_from_record(r, self.logdir) for r in data.runs}
 
     def close(self, stop_runs: bool) -> None:
         if stop_runs:

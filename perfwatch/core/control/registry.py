@@ -1,4 +1,8 @@
-"""LOGDIR/perfwatch.json: the campaign's resolved plan and every run's process facts.
+"""LOGDIR/perfwatch.json: the campaign's resolved plan and every run's process facts, typed.
+
+`Registry` (msgspec Structs) is the file; readers use its attributes, never ad-hoc keys. Files
+written by earlier versions read the same: a missing field takes its default, an unknown field
+is ignored, an unknown run state reads as `unknown`.
 
 Written atomically (temp file in the same folder, fsync, rename), so a reader (an
 `attach`, a report) always sees a whole file even if perfwatch is SIGKILLed while
@@ -19,15 +23,17 @@ import platform
 import socket
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import psutil
 
 from perfwatch.core.control import trust
 from perfwatch.core.control.campaign import Campaign, Launcher, RunSpec
+from perfwatch.core.control.job_settings import CACHE_CLEAR_TIMEOUT
 from perfwatch.core.control.paths import run_id_problem
+from perfwatch.core.control.states import RunState
 from perfwatch.core.layout import LOCK_FILE, REGISTRY_FILE, write_json_atomic
 from perfwatch.core.mlperf.targets import Target
 
@@ -57,60 +63,177 @@ def host_facts() -> dict[str, Any]:
     return facts
 
 
-def spec_to_dict(spec: RunSpec) -> dict[str, Any]:
-    data = asdict(spec)
-    data["argv"] = list(spec.argv)
-    data["cache_clear_cmd"] = list(spec.cache_clear_cmd) if spec.cache_clear_cmd else None
-    data["target"] = asdict(spec.target) if spec.target else None
-    data["gpus_per_run"] = data.pop("devices")
-    return data
+class SchedulerInfo(msgspec.Struct, kw_only=True):
+    """The process that owns the campaign right now (None in the file once it let go)."""
+
+    pid: int
+    create_time: float
+    host: str = ""
+    since: float = 0.0
+    max_parallel: int = 1
 
 
-def spec_from_dict(data: dict[str, Any]) -> RunSpec:
-    fields = {k: v for k, v in data.items() if k in RunSpec.__dataclass_fields__}
-    fields["devices"] = int(data.get("gpus_per_run", 0))
-    fields["argv"] = tuple(data["argv"])
-    fields["target"] = Target(**data["target"]) if data.get("target") else None
-    fields["launcher"] = Launcher(**(data.get("launcher") or {}))
-    fields["env"] = dict(data.get("env") or {})
-    fields["grid"] = dict(data.get("grid") or {})
-    fields["cache_clear_cmd"] = tuple(data["cache_clear_cmd"]) if data.get("cache_clear_cmd") else None
-    return RunSpec(**fields)
+class RunRecord(msgspec.Struct, kw_only=True):
+    """One `runs[]` entry: the planned run (a `RunSpec`, flat) and its process facts."""
+
+    # -- the plan (RunSpec) --
+    run_id: str
+    argv: list[str]
+    job: str = ""
+    group: str = ""
+    benchmark: str | None = None
+    index: int = 0
+    seed: int = 0
+    env: dict[str, str] = msgspec.field(default_factory=dict)
+    cwd: str = "."
+    gpus_per_run: int = 0  # RunSpec.devices: how many GPUs the run asks for
+    threads: int = 1
+    precision: str | None = None
+    timeout: float | None = None
+    stall_after: float | None = None
+    grace: float = 10.0
+    target: Target | None = None
+    exit_at_target: bool = False
+    isolate: str = "none"
+    flops_per_sample: float | None = None
+    peak_flops: dict[str, dict[str, float]] | None = None
+    launcher: Launcher = msgspec.field(default_factory=Launcher)
+    grid: dict[str, Any] = msgspec.field(default_factory=dict)
+    cache_clear_cmd: list[str] | None = None
+    cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
+    devices_note: str | None = None
+    # -- the process, as the scheduler last wrote it --
+    state: RunState = RunState.QUEUED
+    attempt: int = 1
+    exit_code: int | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    devices: list[int] = msgspec.field(default_factory=list)  # the GPU indices it was given
+    stalled: bool = False
+    reason: str | None = None
+    pid: int | None = None
+    pgid: int | None = None
+    create_time: float | None = None
+    host: str | None = None
+    paused_total: float = 0.0
+    paused_at: float | None = None  # when the current pause began
+    slot: int | None = None  # its CPU share (isolate: per_device)
+    intent: RunState | None = None
+    env_delta: dict[str, str] | None = None  # what the scheduler added to perfwatch's environment
+    cache_clear: dict[str, Any] | None = None  # this attempt's cache clear, from exit.json
+
+    @classmethod
+    def planned(cls, spec: RunSpec) -> RunRecord:
+        """A queued run's first record."""
+        return cls(
+            run_id=spec.run_id, argv=list(spec.argv), job=spec.job, group=spec.group, benchmark=spec.benchmark,
+            index=spec.index, seed=spec.seed, env=dict(spec.env), cwd=spec.cwd, gpus_per_run=spec.devices,
+            threads=spec.threads, precision=spec.precision, timeout=spec.timeout, stall_after=spec.stall_after,
+            grace=spec.grace, target=spec.target, exit_at_target=spec.exit_at_target, isolate=spec.isolate,
+            flops_per_sample=spec.flops_per_sample, peak_flops=spec.peak_flops, launcher=spec.launcher,
+            grid=dict(spec.grid), cache_clear_cmd=list(spec.cache_clear_cmd) if spec.cache_clear_cmd else None,
+            cache_clear_timeout=spec.cache_clear_timeout, devices_note=spec.devices_note,
+        )
+
+    def spec(self) -> RunSpec:
+        """The plan back, as the scheduler needs it to (re)start the run."""
+        return RunSpec(
+            run_id=self.run_id, job=self.job, group=self.group, benchmark=self.benchmark, index=self.index,
+            seed=self.seed, argv=tuple(self.argv), env=dict(self.env), cwd=self.cwd, devices=self.gpus_per_run,
+            threads=self.threads, precision=self.precision, timeout=self.timeout, stall_after=self.stall_after,
+            grace=self.grace, target=self.target, exit_at_target=self.exit_at_target, isolate=self.isolate,
+            flops_per_sample=self.flops_per_sample, peak_flops=self.peak_flops, launcher=self.launcher,
+            grid=dict(self.grid), cache_clear_cmd=tuple(self.cache_clear_cmd) if self.cache_clear_cmd else None,
+            cache_clear_timeout=self.cache_clear_timeout, devices_note=self.devices_note,
+        )
 
 
-def new_registry(campaign: Campaign, logdir: Path) -> dict[str, Any]:
+class Registry(msgspec.Struct, kw_only=True):
+    """The whole of perfwatch.json."""
+
+    runs: list[RunRecord]
+    format: int = FORMAT
+    name: str = ""
+    file: str = ""
+    description: str | None = None
+    logdir: str = ""
+    created_at: float | None = None
+    updated_at: float | None = None
+    config: dict[str, Any] = msgspec.field(default_factory=dict)
+    system: dict[str, Any] = msgspec.field(default_factory=dict)
+    baseline: str | None = None
+    max_parallel: int | None = None
+    gpus: list[int] | None = None
+    host: dict[str, Any] = msgspec.field(default_factory=dict)
+    scheduler: SchedulerInfo | None = None
+    trust: dict[str, Any] | None = None  # who signed the plan (see `trust`)
+
+    def targets(self) -> dict[str, Target]:
+        return {r.run_id: r.target for r in self.runs if r.target is not None}
+
+
+def new_registry(campaign: Campaign, logdir: Path) -> Registry:
     """The plan of a new campaign, signed as this user's on this host (see `trust`)."""
-    data = {
-        "format": FORMAT, "name": campaign.name, "file": str(Path(campaign.file).resolve()),
-        "description": campaign.description, "logdir": str(logdir.resolve()), "created_at": time.time(),
-        "config": campaign.config, "system": campaign.system, "baseline": campaign.baseline,
-        "max_parallel": campaign.max_parallel, "gpus": list(campaign.gpus) if campaign.gpus is not None else None,
-        "host": host_facts(), "scheduler": None,
-        "runs": [{**spec_to_dict(s), "state": "queued", "attempt": 1} for s in campaign.runs],
-    }
-    trust.sign(data)
+    data = Registry(
+        name=campaign.name, file=str(Path(campaign.file).resolve()), description=campaign.description,
+        logdir=str(logdir.resolve()), created_at=time.time(), config=campaign.config, system=campaign.system,
+        baseline=campaign.baseline, max_parallel=campaign.max_parallel,
+        gpus=list(campaign.gpus) if campaign.gpus is not None else None, host=host_facts(),
+        runs=[RunRecord.planned(s) for s in campaign.runs],
+    )
+    sign(data)
     return data
 
 
-def write(logdir: Path, data: dict[str, Any]) -> None:
-    data["updated_at"] = time.time()
-    write_json_atomic(logdir / REGISTRY_FILE, data)
+def sign(data: Registry) -> None:
+    """Sign the plan as it will be written (the file is `to_builtins(data)`, so a reader verifies the same)."""
+    plain = msgspec.to_builtins(data)
+    trust.sign(plain)
+    data.trust = plain["trust"]
 
 
-def read(logdir: Path) -> dict[str, Any] | None:
+def write(logdir: Path, data: Registry) -> None:
+    data.updated_at = time.time()
+    write_json_atomic(logdir / REGISTRY_FILE, msgspec.to_builtins(data))
+
+
+def _known_states(data: dict[str, Any]) -> None:
+    """An unknown state (a newer perfwatch's, or a hand edit) reads as `unknown`, not as an unreadable file."""
+    for rec in data["runs"]:
+        if isinstance(rec, dict):
+            if "state" in rec:
+                rec["state"] = RunState.of(rec["state"]).value
+            if rec.get("intent") is not None:
+                intent = RunState.of(rec["intent"])
+                rec["intent"] = None if intent is RunState.UNKNOWN else intent.value
+
+
+def decode(data: object) -> Registry | None:
+    """A Registry from perfwatch.json's plain data (any format perfwatch wrote); None if it is not one."""
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), list):
+        return None
+    _known_states(data)
     try:
-        data = json.loads((Path(logdir) / REGISTRY_FILE).read_text())
+        return msgspec.convert(data, Registry, strict=False)
+    except msgspec.ValidationError:
+        return None
+
+
+def read(logdir: Path) -> Registry | None:
+    """perfwatch.json for a reader (report, a client `attach`): None when absent or unreadable."""
+    try:
+        data = json.loads((Path(logdir) / REGISTRY_FILE).read_bytes())
     except (OSError, ValueError):
         return None
-    return data if isinstance(data, dict) and isinstance(data.get("runs"), list) else None
+    return decode(data)
 
 
 class RegistryError(Exception):
     """perfwatch.json exists but cannot be used: unreadable, truncated, or with unsafe content."""
 
 
-def load(logdir: Path) -> dict[str, Any] | None:
-    """perfwatch.json checked for use by a scheduler: None if there is none; RegistryError if it is
+def load_raw(logdir: Path) -> dict[str, Any] | None:
+    """perfwatch.json's plain data checked for use by a scheduler (and for `trust`, which signs the plain data): None if there is none; RegistryError if it is
     unreadable (truncated, not JSON) or names something unsafe (a run folder outside LOGDIR, an
     argv that is not a list of strings, NUL bytes)."""
     path = Path(logdir) / REGISTRY_FILE
@@ -129,6 +252,18 @@ def load(logdir: Path) -> dict[str, Any] | None:
     problems = content_problems(data)
     if problems:
         raise RegistryError(f"{path}: refused: " + "; ".join(problems[:5]))
+    return data
+
+
+
+def load(logdir: Path) -> Registry | None:
+    """`load_raw`, typed: None if there is none, RegistryError if it cannot be used."""
+    raw = load_raw(logdir)
+    if raw is None:
+        return None
+    data = decode(raw)
+    if data is None:
+        raise RegistryError(f"{Path(logdir) / REGISTRY_FILE}: unreadable: fields of the wrong type")
     return data
 
 

@@ -47,7 +47,7 @@ AT_TARGET_GRACE = 3.0  # s a workload gets to stop by itself after its log says 
 @dataclass
 class _Run:
     spec: RunSpec
-    record: dict
+    record: registry.RunRecord  # this run in perfwatch.json, updated in place by _write
     state: RunState = RunState.QUEUED
     proc: launch.Proc | None = None
     attempt: int = 1
@@ -71,7 +71,7 @@ class _Run:
 class Untrusted(Exception):
     """A registry this user did not sign on this host (see `trust`): watch it, never run its plan."""
 
-    def __init__(self, reason: str, data: dict, *, changed: bool = False) -> None:
+    def __init__(self, reason: str, data: dict, *, changed: bool = False) -> None:  # data: perfwatch.json as read
         super().__init__(reason)
         self.reason, self.data, self.changed = reason, data, changed
 
@@ -105,31 +105,32 @@ def planned_devices(runs: Sequence[RunSpec], gpus: Sequence[int], max_parallel: 
 class Scheduler:
     """Owns a campaign's runs (see module docstring); one per LOGDIR, guarded by a lock."""
 
-    def __init__(self, logdir: Path, data: dict, lock_fd: int, *,
+    def __init__(self, logdir: Path, data: registry.Registry, lock_fd: int, *,
                  target_reached: Callable[[str], bool] | None = None, gpus: tuple[int, ...] | None = None) -> None:
         self.logdir = Path(logdir).resolve()  # runs get absolute paths whatever their cwd
         self.data = data
         self._lock_fd: int | None = lock_fd
         self.target_reached = target_reached
-        self.gpus = tuple(data["gpus"]) if data.get("gpus") is not None else (gpus if gpus is not None else launch.detect_gpus())
+        self.gpus = tuple(data.gpus) if data.gpus is not None else (gpus if gpus is not None else launch.detect_gpus())
         self.runs: dict[str, _Run] = {}
         self.events: deque[tuple[str, RunState, str | None]] = deque(maxlen=1000)
         self._dirty = True
         self.write_error: str | None = None  # why perfwatch.json could not be written (retried every poll)
         self._telemetry: Any = None  # TelemetryThread once record_telemetry() is called
         self._live: Mapping[str, Any] = {}
-        for rec in data["runs"]:
-            self.runs[rec["run_id"]] = self._restore(rec)
+        for rec in data.runs:
+            self.runs[rec.run_id] = self._restore(rec)
         specs = [r.spec for r in self.runs.values()]
         self.cores = len(os.sched_getaffinity(0))
         # auto: GPU runs are limited by free GPUs; CPU runs by a budget of cores (threads x processes)
-        self.cpu_budget = data.get("max_parallel") is None
+        self.cpu_budget = data.max_parallel is None
         cpu_specs = [s for s in specs if not s.devices]
         threads = min((_cost(s) for s in cpu_specs), default=1)
         auto = (len(self.gpus) if any(s.devices for s in specs) else 0) + (max(1, self.cores // threads) if cpu_specs else 0)
-        self.max_parallel = int(data.get("max_parallel") or max(1, auto))
-        data["scheduler"] = {"pid": os.getpid(), "create_time": psutil.Process().create_time(),
-                             "host": socket.gethostname(), "since": time.time(), "max_parallel": self.max_parallel}
+        self.max_parallel = int(data.max_parallel or max(1, auto))
+        data.scheduler = registry.SchedulerInfo(pid=os.getpid(), create_time=psutil.Process().create_time(),
+                                                host=socket.gethostname(), since=time.time(),
+                                                max_parallel=self.max_parallel)
         self._write()
 
     # ---- construction ------------------------------------------------------------
@@ -160,40 +161,38 @@ class Scheduler:
         if fd is None:
             return None
         try:
-            data = registry.load(logdir)  # re-read under the lock: this is the plan that will run
-            if data is None:
+            raw = registry.load_raw(logdir)  # re-read under the lock: this is the plan that will run
+            if raw is None:
                 raise registry.RegistryError(f"{logdir}: perfwatch.json disappeared")
-            reason = trust.untrusted_reason(data)
-            if reason is not None:
-                if confirm != trust.short_digest(data):
-                    raise Untrusted(reason, data, changed=confirm is not None)
-                trust.sign(data)
+            reason = trust.untrusted_reason(raw)  # the plain data as written is what was signed
+            if reason is not None and confirm != trust.short_digest(raw):
+                raise Untrusted(reason, raw, changed=confirm is not None)
+            data = registry.decode(raw)
+            if data is None:
+                raise registry.RegistryError(f"{logdir}: perfwatch.json has fields of the wrong type")
+            registry.sign(data)  # this user's plan (verified or confirmed), signed as it will now be written
             return cls(logdir, data, fd, target_reached=target_reached, gpus=gpus)
         except BaseException:
             os.close(fd)
             raise
 
-    def _restore(self, rec: dict) -> _Run:
-        run = _Run(registry.spec_from_dict(rec), rec)
-        run.attempt = int(rec.get("attempt", 1))
-        run.exit_code, run.reason = rec.get("exit_code"), rec.get("reason")
-        run.started_at, run.ended_at = rec.get("started_at"), rec.get("ended_at")
-        run.devices = tuple(rec.get("devices") or ())
-        run.paused_total = float(rec.get("paused_total") or 0.0)
-        run.paused_at = rec.get("paused_at") if isinstance(rec.get("paused_at"), (int, float)) else None
-        run.slot = rec.get("slot") if isinstance(rec.get("slot"), int) else None
-        try:
-            state = RunState(rec.get("state", "queued"))
-        except ValueError:
-            state = RunState.UNKNOWN
+    def _restore(self, rec: registry.RunRecord) -> _Run:
+        run = _Run(rec.spec(), rec)
+        run.attempt = rec.attempt
+        run.exit_code, run.reason = rec.exit_code, rec.reason
+        run.started_at, run.ended_at = rec.started_at, rec.ended_at
+        run.devices = tuple(rec.devices)
+        run.paused_total = rec.paused_total
+        run.paused_at, run.slot = rec.paused_at, rec.slot
+        state = rec.state
         try:
             folder = self._folder(run.spec.run_id)
         except UnsafePath as exc:
             run.state, run.reason = RunState.UNKNOWN, f"not adopted: {exc}"
             return run
-        if state.alive and rec.get("pid") and rec.get("create_time"):
-            run.proc = launch.adopt(rec["pid"], rec["create_time"], folder)
-            run.intent = RunState(rec["intent"]) if rec.get("intent") else None
+        if state.alive and rec.pid and rec.create_time:
+            run.proc = launch.adopt(rec.pid, rec.create_time, folder)
+            run.intent = rec.intent
             run.state = RunState.PAUSED if run.proc.status() == psutil.STATUS_STOPPED else RunState.RUNNING
             if state is RunState.STOPPING:
                 run.state, run.kill_at = RunState.STOPPING, time.time() + run.spec.grace
@@ -339,7 +338,7 @@ class Scheduler:
         if self._telemetry is not None:
             self._telemetry.stop()
             self._telemetry = None
-        self.data["scheduler"] = None
+        self.data.scheduler = None
         self._write()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -398,7 +397,7 @@ class Scheduler:
         run.exit_code, run.ended_at, run.kill_at = code, now, None
         what = launch.describe_exit(code)
         clear = (run.proc.exit_record or {}).get("cache_clear")
-        run.record["cache_clear"] = clear  # this attempt's cache clear: argv, exit status, times
+        run.record.cache_clear = clear if isinstance(clear, dict) else None  # this attempt's cache clear: argv, exit status, times
         reason: str | None
         if run.intent is None and isinstance(clear, dict) and clear.get("reason"):
             state, reason = RunState.FAILED, str(clear["reason"])
@@ -483,7 +482,7 @@ class Scheduler:
             self._set(run, RunState.FAILED, f"cannot start: {what}")
             self._write()
             return True
-        run.record["env_delta"] = env
+        run.record.env_delta = env
         run.started_at = run.active_at = time.time()
         run.activity, run.priority = (), False
         self._set(run, RunState.RUNNING, None)
@@ -505,14 +504,14 @@ class Scheduler:
         """Persist every run's state; False (and `write_error` set) when the file system refuses."""
         for run in self.runs.values():
             p = run.proc
-            run.record.update(
-                state=str(run.state), attempt=run.attempt, exit_code=run.exit_code, started_at=run.started_at,
-                ended_at=run.ended_at, devices=list(run.devices), stalled=run.stalled, reason=run.reason,
-                pid=p.pid if p else None, pgid=p.pgid if p else None, create_time=p.create_time if p else None,
-                host=socket.gethostname() if p else None, paused_total=run.paused_total,
-                intent=str(run.intent) if run.intent else None, paused_at=run.paused_at, slot=run.slot,
-            )
-        self.data["runs"] = [r.record for r in self.runs.values()]
+            rec = run.record
+            rec.state, rec.attempt, rec.exit_code = run.state, run.attempt, run.exit_code
+            rec.started_at, rec.ended_at, rec.devices = run.started_at, run.ended_at, list(run.devices)
+            rec.stalled, rec.reason, rec.paused_total, rec.intent = run.stalled, run.reason, run.paused_total, run.intent
+            rec.pid, rec.pgid = (p.pid, p.pgid) if p else (None, None)
+            rec.create_time, rec.host = (p.create_time, socket.gethostname()) if p else (None, None)
+            rec.paused_at, rec.slot = run.paused_at, run.slot
+        self.data.runs = [r.record for r in self.runs.values()]
         try:
             registry.write(self.logdir, self.data)
         except OSError as exc:  # disk full, quota, read-only remount: say so, keep going, retry next poll

@@ -154,7 +154,8 @@ def package(logdir: str | Path, out: str | Path, *, submitter: str, system: str 
     views = _runs(logdir, notes)
     if not views:
         raise PackageError(f"no finished run with a benchmark under {logdir}" + (f" ({notes[0]})" if notes else ""))
-    reg_system = (registry.read(logdir) or {}).get("system") or {}
+    reg = registry.read(logdir)
+    reg_system = reg.system if reg is not None else {}
     if not isinstance(reg_system, dict):
         reg_system = {}
     division = division or _str(reg_system.get("division")) or _logged(views, "division") or "open"

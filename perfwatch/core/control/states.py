@@ -1,0 +1,68 @@
+"""A run's lifecycle states and which control action applies in which state: the one table.
+
+A `StrEnum`, so the value is what perfwatch.json stores ("running") and front ends compare
+members, never strings. Imported by the registry, the scheduler, controllers and the UI alike.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+__all__ = ["ACTIONS", "RunState", "allowed"]
+
+ACTIONS = ("pause", "resume", "stop", "kill", "restart", "start_now")
+
+
+class RunState(StrEnum):
+    QUEUED = "queued"
+    STARTING = "starting"
+    RUNNING = "running"
+    STALLED = "stalled"  # running, but no output for stall_after
+    PAUSED = "paused"
+    STOPPING = "stopping"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    KILLED = "killed"
+    STOPPED = "stopped"
+    TIMEOUT = "timeout"
+    UNKNOWN = "unknown"  # re-adopted, process gone, no exit record
+
+    @classmethod
+    def of(cls, value: object, default: RunState | None = None) -> RunState:
+        """The member whose value is `value`; an unknown or missing value is `default` (else UNKNOWN)."""
+        try:
+            return cls(str(value)) if isinstance(value, str) else (default or cls.UNKNOWN)
+        except ValueError:
+            return default if default is not None else cls.UNKNOWN
+
+    @property
+    def alive(self) -> bool:
+        return self in _ALIVE
+
+    @property
+    def terminal(self) -> bool:
+        return self in _TERMINAL
+
+
+_ALIVE = frozenset({RunState.STARTING, RunState.RUNNING, RunState.STALLED, RunState.PAUSED, RunState.STOPPING})
+_TERMINAL = frozenset(
+    {RunState.SUCCEEDED, RunState.FAILED, RunState.KILLED, RunState.STOPPED, RunState.TIMEOUT, RunState.UNKNOWN}
+)
+
+
+
+def allowed(action: str, state: RunState) -> bool:
+    """The one table of which action applies in which state (UI greys out the rest)."""
+    if action == "pause":
+        return state in (RunState.RUNNING, RunState.STALLED)
+    if action == "resume":
+        return state is RunState.PAUSED
+    if action == "stop":
+        return state in (RunState.QUEUED, RunState.STARTING, RunState.RUNNING, RunState.STALLED, RunState.PAUSED)
+    if action == "kill":
+        return state.alive
+    if action == "restart":
+        return state.terminal
+    if action == "start_now":
+        return state is RunState.QUEUED
+    return False
