@@ -36,6 +36,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="with --take-over: the plan digest that --take-over printed; taken over only if "
                    "the plan is still exactly that one")
     p.add_argument("--owner", action="store_true", help=argparse.SUPPRESS)  # the --detach background process
+    p.add_argument("--tui", action="store_true", help=argparse.SUPPRESS)  # perfwatch serve: a web driver, no tty
     p.add_argument("--theme", help="TUI theme name")
     _metrics.add_arguments(p)
     add_ruleset(p)

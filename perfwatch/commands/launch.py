@@ -80,7 +80,7 @@ def detach(logdir: Path, extra: list[str] | None = None) -> int:
 
 def open_ui(session: Session, args: argparse.Namespace, *, stop_on_interrupt: bool) -> int:
     """The TUI when stdout is a terminal and it is installed; headless otherwise."""
-    if not args.headless and sys.stdout.isatty():
+    if not args.headless and (sys.stdout.isatty() or getattr(args, "tui", False)):
         try:
             from perfwatch.ui.entry import run_tui
         except ImportError:
