@@ -70,5 +70,24 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps([r.to_json() for r in results], indent=2))
     else:
-        echo(render_table(results))
+        echo(render_table(results) + "\n" + "\n".join(rcp_lines(results)))
     return 0 if all(r.passed for r in results) else 1
+
+
+def rcp_lines(results: list[CheckResult]) -> list[str]:
+    """mlperf_logging's RCP verdict per benchmark folder (a results folder, or a job's repeats)."""
+    from perfwatch.core.mlperf.checker import log_facts
+    from perfwatch.core.mlperf.rcp import folder_verdict
+    from perfwatch.core.results.comparison import group_of_id
+
+    groups: dict[str, list[CheckResult]] = {}
+    for r in results:
+        groups.setdefault(group_of_id(r.run_id), []).append(r)
+    lines = []
+    for folder, members in groups.items():
+        first = members[0]
+        division = log_facts(Path(first.path))[1]
+        v = folder_verdict([m.path for m in members], first.benchmark, first.ruleset, division)
+        shown = v.verdict + (f" ×{v.normalization:.4f}" if v.verdict == "pass" and v.normalization > 1.0 else "")
+        lines.append(f"RCP {folder or '.'}: {shown}  ({v.message})")
+    return lines

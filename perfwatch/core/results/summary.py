@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from perfwatch.core import keys
+from perfwatch.core.mlperf import rcp
 from perfwatch.core.mlperf.scores import (
     MS_PER_MINUTE,
     BenchmarkScore,
@@ -143,6 +144,8 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
     for folder, members in groups.items():
         scored = score_group(members)
         ruleset, why = group_ruleset(members)
+        division = next((v.division for v in members if v.division), None)
+        verdict = rcp.folder_verdict([v.path for v in members], scored.benchmark, ruleset, division)
         benches.append(
             {
                 "folder": folder,
@@ -155,6 +158,7 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
                 "score_minutes": scored.score_minutes,
                 "ruleset": ruleset,
                 "ruleset_why": why,
+                "rcp": verdict.to_json(),
                 "note": scored.note,
             }
         )
@@ -235,6 +239,7 @@ BENCH_COLUMNS: list[tuple[str, str, int]] = [
     ("scaling_factor", "scaling", 4),
     ("score_minutes", "score min", 3),
     ("ruleset", "ruleset", 0),
+    ("rcp_text", "RCP", 0),
     ("note", "note", 0),
 ]
 
@@ -243,10 +248,23 @@ _FRACTIONS_AS_PERCENT = frozenset({"mfu"})  # JSON keeps the fraction; tables sh
 
 
 def _cell(row: dict[str, Any], key: str, digits: int) -> str:
+    if key == "rcp_text":
+        return rcp_text(row.get("rcp"))
     value = row.get(key)
     if key in _FRACTIONS_AS_PERCENT and isinstance(value, float):
         return f"{value * 100:.{digits}f}%"
     return _fmt(value, digits)
+
+
+def rcp_text(verdict: Any) -> str:
+    """`pass`, `pass ×1.0123`, `fail`, `n/a` for a table cell."""
+    if not isinstance(verdict, dict):
+        return "—"
+    text = str(verdict.get("verdict"))
+    norm = verdict.get("normalization")
+    if text == "pass" and isinstance(norm, float) and norm > 1.0:
+        text += f" ×{norm:.4f}"
+    return text
 
 
 def cells(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> list[list[str]]:

@@ -1,0 +1,230 @@
+"""RCP (reference convergence points): is a benchmark folder's convergence acceptable, and by what factor
+is its score normalised (what MLPerf's review writes into scaling.json)?
+
+Offline (`folder_verdict`) the verdict is mlperf_logging's own RCP checker, called as its package
+checker calls it: `rcp_checker.check_directory(folder, "training", ruleset, verbose=False,
+bert_train_samples=True, rcp_pass="pruned_rcps")` (bert counted in samples, what the package
+checker's `--rcp_bert_train_samples` does), with `set_scaling=False`, so nothing is written into
+the user's folder. Groups that are not a `result_N.txt` folder (a perfwatch LOGDIR's repeats) are
+handed to it as a temporary folder of `result_N.txt` symlinks.
+
+Live (`project`) no anchor has this: from the runs that have finished so far, the checker's own
+RCP record for the batch size (found, interpolated, or the smallest, as `check_directory` picks)
+and its epoch counting (`read_submission_file`), the mean the folder is heading for is compared
+with what the rule allows: "on track", "will be normalised ×1.012" or "will fail: mean … < …".
+
+mlperf_logging's RCP module imports scipy (about a second here): it is imported only when a
+verdict is actually needed (a closed-division folder whose ruleset has an RCP for its benchmark).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+USAGE = "training"
+RCP_PASS = "pruned_rcps"
+BERT_TRAIN_SAMPLES = True
+
+
+@dataclass(frozen=True, slots=True)
+class RcpVerdict:
+    verdict: str  # "pass" | "fail" | "n/a"
+    normalization: float
+    mean_epochs: float | None  # the olympic mean of epochs (samples for bert/llama) to converge
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"verdict": self.verdict, "normalization": self.normalization, "mean_epochs": self.mean_epochs,
+                "message": self.message}
+
+
+def _rcp_dir() -> Path | None:
+    spec = importlib.util.find_spec("mlperf_logging")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(next(iter(spec.submodule_search_locations))) / "rcp_checker"
+
+
+def rcp_file(benchmark: str | None, ruleset: str | None) -> Path | None:
+    """mlperf_logging's RCP data for the benchmark in the ruleset, if it ships one (no import needed)."""
+    if not benchmark or not ruleset or "/" in benchmark or benchmark.startswith("."):
+        return None
+    base = _rcp_dir()
+    if base is None:
+        return None
+    path = base / f"{USAGE}_{ruleset}" / f"rcps_{benchmark}.json"
+    return path if path.is_file() else None
+
+
+def not_applicable(benchmark: str | None, ruleset: str | None, division: str | None) -> str | None:
+    """Why no RCP verdict applies (None when one does)."""
+    if not benchmark:
+        return "no submission_benchmark in the logs"
+    if not ruleset:
+        return "no ruleset"
+    if division == "open":
+        return "open division: MLPerf checks RCPs only in the closed division"
+    if benchmark == "minigo":
+        return "minigo has no RCP check"
+    if rcp_file(benchmark, ruleset) is None:
+        return f"ruleset {ruleset} has no RCP for {benchmark}"
+    return None
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """The checker reports through the root logger; keep it off the user's terminal."""
+    from perfwatch.core.mlperf.checker import captured_logs
+
+    with captured_logs():
+        yield
+
+
+@contextlib.contextmanager
+def _as_results_folder(paths: Sequence[str]) -> Iterator[str]:
+    """A folder whose `result_*.txt` are exactly `paths`: their own folder, else temporary symlinks."""
+    parents = {os.path.dirname(p) for p in paths}
+    if len(parents) == 1:
+        folder = parents.pop()
+        names = {os.path.basename(p) for p in paths}
+        try:
+            present = {n for n in os.listdir(folder) if n.startswith("result_") and n.endswith(".txt")}
+        except OSError:
+            present = set()
+        if names == present:
+            yield folder
+            return
+    with tempfile.TemporaryDirectory(prefix="perfwatch-rcp-") as tmp:
+        for i, p in enumerate(paths):
+            os.symlink(os.path.abspath(p), os.path.join(tmp, f"result_{i}.txt"))
+        yield tmp
+
+
+def _trimmed_mean(epochs: Sequence[float], benchmark: str) -> float | None:
+    """The checker's olympic mean of epochs (drops 1 each end, 4 for unet3d)."""
+    drop = 4 if benchmark == "unet3d" else 1
+    kept = sorted(epochs)[drop : len(epochs) - drop]
+    return sum(kept) / len(kept) if kept else None
+
+
+def folder_verdict(paths: Sequence[str], benchmark: str | None, ruleset: str | None,
+                   division: str | None) -> RcpVerdict:
+    """mlperf_logging's RCP verdict on one benchmark folder's run logs (module docstring)."""
+    why = not_applicable(benchmark, ruleset, division)
+    if why is not None or not paths:
+        return RcpVerdict("n/a", 1.0, None, why or "no runs")
+    assert benchmark is not None and ruleset is not None
+    from mlperf_logging.rcp_checker import rcp_checker as rc
+
+    with _quiet(), _as_results_folder(paths) as folder:
+        try:
+            passed, msg, norm = rc.check_directory(folder, USAGE, ruleset, False, BERT_TRAIN_SAMPLES,
+                                                   rcp_file=None, rcp_pass=RCP_PASS, rcp_bypass=False,
+                                                   set_scaling=False)
+            files = sorted(str(p) for p in Path(folder).glob("result_*.txt"))
+            _bs, epochs, _bench = rc.get_submission_epochs(files, ruleset, BERT_TRAIN_SAMPLES)
+        except Exception as exc:  # the checker raises on logs it cannot read (no eval metadata, ...)
+            return RcpVerdict("fail", 1.0, None, f"the RCP checker failed: {type(exc).__name__}: {exc}")
+    mean = _trimmed_mean([float(e) for e in epochs], benchmark) if epochs else None
+    unit = _unit(benchmark)
+    detail = msg
+    if mean is not None:
+        detail += f"; mean {mean:.6g} {unit} to converge"
+    if passed and float(norm) > 1.0:
+        detail += f"; score normalised ×{float(norm):.4f}"
+    return RcpVerdict("pass" if passed else "fail", float(norm), mean, detail)
+
+
+# benchmarks whose convergence the checker counts in samples (read_submission_file: bert with
+# bert_train_samples, the LLM/diffusion ones from eval metadata samples_count)
+_IN_SAMPLES = frozenset({"bert", "llama2_70b_lora", "flux1", "llama31_405b", "llama31_8b", "gpt_oss_20b",
+                         "deepseekv3_671b", "qwen35_397b_grpo", "dlrmv4", "stable_diffusion"})
+
+
+def _unit(benchmark: str) -> str:
+    return "samples" if benchmark in _IN_SAMPLES else "epochs"
+
+
+# ---- live projection ------------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Projection:
+    state: str  # "on track" | "normalised" | "fail" | "n/a" | "waiting"
+    text: str
+    converged: int
+    required: int
+    mean_epochs: float | None
+    allowed_min: float | None
+    normalization: float | None
+
+    @property
+    def remaining(self) -> int:
+        return max(self.required - self.converged, 0)
+
+
+def _record(checker: Any, bs: int) -> tuple[dict[str, Any] | None, str]:
+    """The RCP record `check_directory` would judge against for batch size `bs`, with its name."""
+    record = checker._find_rcp(bs, RCP_PASS)
+    if record is not None:
+        return record, "RCP found"
+    low = checker._find_top_min_rcp(bs, RCP_PASS)
+    high = checker._find_bottom_max_rcp(bs, RCP_PASS)
+    if low is not None and high is not None:
+        return checker._create_interp_rcp(bs, low, high)[1], "RCP Interpolation"
+    if low is None and high is not None:
+        return checker._find_min_rcp(RCP_PASS), "RCP of the smallest batch size"
+    return None, f"Missing RCP, please submit RCP with BS = {bs}" if low is not None else "Cannot find any RCPs"
+
+
+def project(finished: Sequence[str], benchmark: str | None, ruleset: str | None, division: str | None = "closed",
+            required: int | None = None) -> Projection:
+    """Where the RCP verdict is heading, from the run logs that have finished so far (any order)."""
+    why = not_applicable(benchmark, ruleset, division)
+    if why is not None:
+        return Projection("n/a", f"RCP: n/a ({why})", 0, required or 0, None, None, None)
+    assert benchmark is not None and ruleset is not None
+    from mlperf_logging.rcp_checker import rcp_checker as rc
+
+    need = required or int(rc.submission_runs[USAGE].get(benchmark, 0))
+    epochs: list[float] = []
+    failed = 0
+    bs = -1
+    with _quiet():
+        for path in finished:
+            not_converged, subm_epochs, run_bs, _ = rc.read_submission_file(path, ruleset, BERT_TRAIN_SAMPLES)
+            if not_converged:
+                failed += 1
+                continue
+            epochs.append(float(subm_epochs))
+            bs = run_bs if bs == -1 else bs
+        if not epochs:
+            return Projection("waiting", f"RCP: waiting for a converged run (0 of {need})", 0, need, None, None, None)
+        checker = rc.RCP_Checker(USAGE, ruleset, benchmark, False)
+        record, how = _record(checker, bs)
+    n = len(epochs)
+    left = f"{n} of {need} runs converged, {max(need - n - failed, 0)} to go"
+    drop = 4 if benchmark == "unet3d" else 1
+    if failed > drop:
+        return Projection("fail", f"RCP: will fail: {failed} runs did not converge ({left})", n, need, None, None,
+                          None)
+    mean = (_trimmed_mean(epochs, benchmark) if n > 2 * drop else None) or sum(epochs) / n
+    if record is None:
+        return Projection("fail", f"RCP: will fail: {how} ({left})", n, need, mean, None, None)
+    allowed = float(record["RCP Mean"]) / float(record["Max Speedup"])
+    norm = float(checker._find_norm_factor(record, mean))
+    unit = _unit(benchmark)
+    if mean < allowed:
+        return Projection("fail", f"RCP: will fail: mean {mean:.4g} {unit} < {allowed:.4g} allowed ({how}; {left})",
+                          n, need, mean, allowed, norm)
+    if norm > 1.0 and not math.isclose(norm, 1.0):
+        return Projection("normalised", f"RCP: will be normalised ×{norm:.3f} (mean {mean:.4g} {unit} < RCP mean "
+                          f"{float(record['RCP Mean']):.4g}; {left})", n, need, mean, allowed, norm)
+    return Projection("on track", f"RCP: on track (mean {mean:.4g} {unit} ≥ RCP mean "
+                      f"{float(record['RCP Mean']):.4g}; {left})", n, need, mean, allowed, norm)

@@ -1,0 +1,119 @@
+"""RCP verdicts equal mlperf_logging's own RCP checker, offline per folder and projected live."""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+from mlperf_logging.rcp_checker import rcp_checker as rc
+
+from perfwatch.cli import main
+from perfwatch.core.mlperf.rcp import project
+
+LLAMA = "v4.0/NVIDIA/results/h200_ngc24.04_nemo/llama2_70b_lora"
+KRAI = "v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet"
+BERT = "v2.1/MosaicML/results/8xA100_80GB-methods/bert"
+_SAMPLES = re.compile(r'("key": "eval_accuracy".*?"samples_count": )(\d+)')
+_TRAIN_SAMPLES = re.compile(r'("key": "train_samples", "value": )(\d+)')
+
+
+def official(folder: Path, ruleset: str) -> tuple[bool, str, float]:
+    """The package checker's call: pruned RCPs, bert in samples, nothing written."""
+    logging.disable(logging.WARNING)
+    try:
+        ok, msg, norm = rc.check_directory(str(folder), "training", ruleset, False, True, rcp_pass="pruned_rcps")
+    finally:
+        logging.disable(logging.NOTSET)
+    return ok, msg, float(norm)
+
+
+def derive(src: Path, dst: Path, factor: float, pattern: re.Pattern[str] = _SAMPLES,
+           closed: bool = False) -> Path:
+    """A copy of a results folder whose runs converge `factor` times the samples (faster when < 1)."""
+    dst.mkdir(parents=True)
+    for p in src.glob("result_*.txt"):
+        text = p.read_text(encoding="latin-1")
+        text = pattern.sub(lambda m: m.group(1) + str(int(int(m.group(2)) * factor)), text)
+        if closed:
+            text = text.replace('"submission_division", "value": "open"', '"submission_division", "value": "closed"')
+        (dst / p.name).write_text(text, encoding="latin-1")
+    return dst
+
+
+def _rcp(capsys, folder: Path) -> dict:
+    assert main(["report", str(folder), "--format", "json", "--no-cpu-peak"]) == 0
+    (bench,) = json.loads(capsys.readouterr().out)["benchmarks"]
+    return bench["rcp"]
+
+
+@pytest.mark.parametrize("factor", [1.0, 0.97, 0.5])
+def test_llama_offline_verdict_is_the_checkers(capsys, tmp_path: Path, mlperf_logs: Path, factor: float) -> None:
+    folder = derive(mlperf_logs / LLAMA, tmp_path / "v4.0/llama2_70b_lora", factor)
+    ok, msg, norm = official(folder, "4.0.0")
+    mine = _rcp(capsys, folder)
+    assert mine["verdict"] == ("pass" if ok else "fail")
+    assert mine["normalization"] == pytest.approx(norm, rel=1e-12)
+    assert mine["message"].startswith(msg)
+    assert not (folder / "scaling.json").exists()  # a report never writes into the user's folder
+    expected = {1.0: ("pass", False), 0.97: ("pass", True), 0.5: ("fail", True)}[factor]
+    assert (mine["verdict"], mine["normalization"] > 1.0) == expected
+
+
+def test_real_folders(capsys, mlperf_logs: Path) -> None:
+    ok, msg, norm = official(mlperf_logs / KRAI, "2.1.0")
+    mine = _rcp(capsys, mlperf_logs / KRAI)
+    assert (mine["verdict"], mine["normalization"]) == ("pass" if ok else "fail", norm)
+    assert mine["mean_epochs"] == 35.0  # 4 converged runs + 1 marked infinite, olympic mean of epochs
+    # MosaicML's bert is open division: the package checker does not run the RCP checker there
+    assert _rcp(capsys, mlperf_logs / BERT)["verdict"] == "n/a"
+
+
+@pytest.mark.parametrize("factor", [1.0, 0.5])
+def test_bert_counted_in_samples(capsys, tmp_path: Path, mlperf_logs: Path, factor: float) -> None:
+    folder = derive(mlperf_logs / BERT, tmp_path / "v2.1/bert", factor, _TRAIN_SAMPLES, closed=True)
+    ok, msg, norm = official(folder, "2.1.0")
+    mine = _rcp(capsys, folder)
+    assert (mine["verdict"], mine["normalization"]) == ("pass" if ok else "fail", pytest.approx(norm))
+    assert "samples" in mine["message"] and mine["mean_epochs"] > 1e6
+
+
+def test_no_rcp_for_the_ruleset_is_na(capsys, tmp_path: Path, mlperf_logs: Path) -> None:
+    folder = tmp_path / "llama"
+    shutil.copytree(mlperf_logs / LLAMA, folder)
+    assert main(["report", str(folder), "--ruleset", "3.1.0", "--format", "json", "--no-cpu-peak"]) == 0
+    (bench,) = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert bench["rcp"]["verdict"] == "n/a" and "no RCP for llama2_70b_lora" in bench["rcp"]["message"]
+
+
+def test_check_prints_the_verdict(capsys, tmp_path: Path, mlperf_logs: Path) -> None:
+    folder = derive(mlperf_logs / LLAMA, tmp_path / "v4.0/llama2_70b_lora", 0.97)
+    main(["check", str(folder)])
+    out = capsys.readouterr().out
+    assert "RCP" in out and "pass ×1.019" in out
+
+
+@pytest.mark.parametrize(("factor", "state"), [(1.0, "on track"), (0.97, "normalised"), (0.5, "fail")])
+def test_live_projection_fed_run_by_run(tmp_path: Path, mlperf_logs: Path, factor: float, state: str) -> None:
+    folder = derive(mlperf_logs / LLAMA, tmp_path / "llama", factor)
+    files = sorted(str(p) for p in folder.glob("result_*.txt"))
+    seen = []
+    for k in range(1, len(files) + 1):
+        p = project(files[:k], "llama2_70b_lora", "4.0.0", "closed")
+        assert p.converged == k and p.required == 10 and p.remaining == 10 - k
+        assert f"{k} of 10 runs converged, {10 - k} to go" in p.text
+        seen.append(p.state)
+    ok, _msg, norm = official(folder, "4.0.0")
+    # with every run in, the projection is the checker's verdict
+    assert seen[-1] == state
+    assert (seen[-1] != "fail") == ok
+    if state == "normalised":
+        assert p.normalization == pytest.approx(norm) and f"×{norm:.3f}" in p.text
+    if state == "fail":
+        assert "will fail: mean" in p.text and "allowed" in p.text
+        assert p.mean_epochs is not None and p.allowed_min is not None and p.mean_epochs < p.allowed_min
+    assert project([], "llama2_70b_lora", "4.0.0").state == "waiting"
+    assert project(files, "llama2_70b_lora", "4.0.0", "open").state == "n/a"
