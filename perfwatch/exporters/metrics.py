@@ -42,6 +42,10 @@ RUN_GAUGES: list[tuple[str, str, str, float]] = [
      "gpu_util_mean", 1.0),
     ("power_mean_watts", "Mean GPU power of the run (report: power_mean_w)", "power_mean_w", 1.0),
     ("cpu_mean_percent", "Mean CPU of the run's process tree (report: cpu_mean)", "cpu_mean", 1.0),
+    ("energy_to_train_joules", "GPU energy from run_start to run_stop (report: energy_to_train_kj x 1000)",
+     "energy_to_train_kj", 1e3),
+    ("energy_joules", "GPU energy of the whole run so far (report: energy_run_kj x 1000)", "energy_run_kj", 1e3),
+    ("samples_per_joule", "Training samples per joule of GPU energy (report: samples_per_j)", "samples_per_j", 1.0),
 ]
 
 
