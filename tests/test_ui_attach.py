@@ -38,7 +38,7 @@ async def test_attach_lists_every_run_and_details_the_selected_one(mlperf_logs):
         # nobody controls these runs: the control keys are not offered at all
         footer = screen_text(app).splitlines()[-1]
         assert "quit" in footer and "pause" not in footer and "kill" not in footer
-        assert app.check_action("kill", ()) is False
+        assert app.main.check_action("kill", ()) is False
 
 
 async def test_filter_narrows_the_table_and_escape_restores_it(mlperf_logs):
@@ -91,7 +91,7 @@ async def test_sort_key_reorders_runs(mlperf_logs):
         assert by_id == sorted(by_id)
         await pilot.press("o")  # by state: the failed run sorts after the successful ones
         ids = table(app).visible_ids
-        assert ids != by_id and "aborted" in app.book.get(ids[-1]).view().run_status
+        assert ids != by_id and "aborted" in app.main.snapshot.views[ids[-1]].run_status
         assert "state ▲" in screen_text(app)
 
 
@@ -173,7 +173,7 @@ async def test_mfu_from_logged_flops_and_the_gpu_telemetry_sees(tmp_path):
     app = attach_app(tmp_path, theme="dark", sampler=FakeSampler())
     async with app.run_test(size=(120, 40)) as pilot:
         await until(pilot, lambda: "GPU0 NVIDIA H100" in screen_text(app), "the GPU in the device panel")
-        snap = app._snapshot
+        snap = app.main.snapshot.devices
         peak, _ = peak_for_sample(snap.gpu.gpus[0], "bf16")
         assert peak is not None
         expected = 2.0e10 * 1000.0 / peak.flops

@@ -60,8 +60,8 @@ async def test_pause_resume_stop_restart_start_now_kill(session):
         pid = _proc(app, "spin.r0").pid
         assert table(app).selected == "spin.r0"
         # keys that do not apply are greyed out, not hidden
-        assert app.check_action("start_now", ()) is None
-        assert app.check_action("pause_resume", ()) is True
+        assert app.main.check_action("start_now", ()) is None
+        assert app.main.check_action("pause_resume", ()) is True
 
         await pilot.press("p")
         await until(pilot, lambda: _status(pid) == psutil.STATUS_STOPPED, "the process stopped (state T)")
@@ -72,8 +72,8 @@ async def test_pause_resume_stop_restart_start_now_kill(session):
 
         await pilot.press("down")  # the queued run
         assert table(app).selected == "spin.r1"
-        assert app.check_action("start_now", ()) is True
-        assert app.check_action("pause_resume", ()) is None
+        assert app.main.check_action("start_now", ()) is True
+        assert app.main.check_action("pause_resume", ()) is None
         await pilot.press("enter")
         await until(pilot, lambda: _proc(app, "spin.r1").state == "running", "spin.r1 started now")
         pid1 = _proc(app, "spin.r1").pid
@@ -81,7 +81,7 @@ async def test_pause_resume_stop_restart_start_now_kill(session):
         await pilot.press("s")
         await until(pilot, lambda: _proc(app, "spin.r1").state == "stopped", "spin.r1 stopped")
         assert _status(pid1) == "gone"
-        assert app.check_action("restart", ()) is True
+        assert app.main.check_action("restart", ()) is True
         await pilot.press("r")  # a new attempt, queued behind spin.r0 (max_parallel: 1)...
         await until(pilot, lambda: _proc(app, "spin.r1").attempt == 2, "spin.r1 attempt 2")
         assert _proc(app, "spin.r1").state == "queued"

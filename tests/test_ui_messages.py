@@ -1,4 +1,4 @@
-"""The data path: watcher bursts coalesce into one wake-up; nothing is lost on the way."""
+"""The TUI's data path: engine updates coalesce into one message; nothing is lost on the way."""
 
 from __future__ import annotations
 
@@ -7,32 +7,11 @@ import threading
 from ui_helpers import attach_app, mllog, screen_text, table, until
 
 from perfwatch.core.ingest.tail import LineBatch
-from perfwatch.ui.messages import Inbox, LinesReady, TelemetryReady
+from perfwatch.ui.messages import EngineUpdated
 
 
-def test_inbox_wakes_once_per_burst_and_keeps_everything():
-    inbox: Inbox[int] = Inbox()
-    wakes = [inbox.put([i]) for i in range(100)]
-    assert wakes.count(True) == 1 and wakes[0] is True
-    assert inbox.drain() == list(range(100))
-    assert inbox.put([]) is False
-    assert inbox.put([1]) is True
-
-
-def test_inbox_from_many_threads():
-    inbox: Inbox[int] = Inbox()
-    threads = [threading.Thread(target=lambda k=k: [inbox.put([k * 1000 + i]) for i in range(500)]) for k in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert sorted(inbox.drain()) == sorted(k * 1000 + i for k in range(4) for i in range(500))
-
-
-def test_newer_messages_replace_queued_ones():
-    assert LinesReady().can_replace(LinesReady())
-    assert TelemetryReady("new").can_replace(TelemetryReady("old"))
-    assert not TelemetryReady("x").can_replace(LinesReady())
+def test_newer_update_messages_replace_queued_ones():
+    assert EngineUpdated().can_replace(EngineUpdated())
 
 
 async def test_a_burst_of_batches_from_another_thread_all_arrive(tmp_path):
@@ -45,13 +24,13 @@ async def test_a_burst_of_batches_from_another_thread_all_arrive(tmp_path):
         def burst() -> None:  # what the watcher thread does, 500 times in a row
             for k in range(1, 501):
                 line = mllog("eval_accuracy", k / 1000, 1000 * k, epoch_num=k).rstrip("\n").encode()
-                app._sink([LineBatch(path, [line], False)])
+                app.engine._sink([LineBatch(path, [line], False)])
 
         t = threading.Thread(target=burst)
         t.start()
         t.join()
         await until(pilot, lambda: "ep 500" in screen_text(app), "the last of 500 batches")
-        assert app.book.get("result_0").view().key_counts["eval_accuracy"] == 500
+        assert app.main.snapshot.views["result_0"].key_counts["eval_accuracy"] == 500
 
 
 def test_short_durations_keep_tenths_of_a_second() -> None:

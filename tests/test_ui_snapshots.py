@@ -18,11 +18,15 @@ def _config_home(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
 
 
-def _loaded(app, n=35, devices=True):
+def _loaded(app, n=35, devices=True, press=()):
+    """Wait for the runs (and a device sample), press the keys, wait until the engine's answer is shown."""
+
     async def wait(pilot):
         await until(pilot, lambda: len(table(app).visible_ids) == n, f"{n} runs")
         if devices:
             await until(pilot, lambda: "GPU" in str(app.query_one("#devices").render()), "a telemetry sample")
+        await pilot.press(*press)
+        await until(pilot, lambda: app.main.settled, "the selected run's detail")
         await pilot.pause()
 
     return wait
@@ -30,12 +34,12 @@ def _loaded(app, n=35, devices=True):
 
 def test_snapshot_main_dark(snap_compare, mlperf_logs):
     app = attach_app(mlperf_logs, theme="dark", sampler=FakeSampler())
-    assert snap_compare(app, terminal_size=(120, 40), run_before=_loaded(app), press=["down", "down"])
+    assert snap_compare(app, terminal_size=(120, 40), run_before=_loaded(app, press=["down", "down"]))
 
 
 def test_snapshot_light_llama(snap_compare, mlperf_logs):
     app = attach_app(mlperf_logs, theme="light", sampler=FakeSampler())
-    assert snap_compare(app, terminal_size=(120, 40), run_before=_loaded(app), press=["end"])
+    assert snap_compare(app, terminal_size=(120, 40), run_before=_loaded(app, press=["end"]))
 
 
 def test_snapshot_colorblind_small_no_gpu(snap_compare, mlperf_logs):

@@ -1,23 +1,42 @@
-"""A `Session`: everything a front end (TUI or headless) needs for one LOGDIR.
+"""The live side of perfwatch: a `Session` (what a LOGDIR is) and the `LiveEngine` that follows it.
 
 `launch_session` creates the LOGDIR and a `Scheduler` that owns it. `attach_session`
 opens an existing folder: if it is a perfwatch LOGDIR whose scheduler is gone (perfwatch
 was killed, or the campaign finished) it takes the campaign over and re-adopts its runs;
 if a detached scheduler still owns it, it controls it through requests
 (`ClientController`); any other folder of mllog files is watched with no controller.
+
+`LiveEngine` is the one data path both front ends drive (the TUI and `--headless`): it owns
+the log watcher, the `RunBook`, controller polling, device telemetry and the selected run's
+`telemetry.jsonl`, all on its own thread, and hands out immutable `LiveSnapshot`s plus typed
+`EngineError`s ("cannot read X: why") for the front end to show. Front ends only present.
 """
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections import deque
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
+from typing import Any, Protocol
 
 from perfwatch.core.control import registry
 from perfwatch.core.control.campaign import Campaign
-from perfwatch.core.control.controller import ClientController, Controller
+from perfwatch.core.control.controller import ClientController, Controller, ProcInfo
 from perfwatch.core.control.scheduler import Scheduler, Untrusted
+from perfwatch.core.ingest.discover import discover
+from perfwatch.core.ingest.watch import LogWatcher
+from perfwatch.core.layout import RUN_LOGS, TELEMETRY_FILE
 from perfwatch.core.model.book import RunBook
+from perfwatch.core.model.view import RunView
+from perfwatch.core.telemetry.follow import TelemetryFollower
+from perfwatch.core.telemetry.types import Sampler, Snapshot
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -83,3 +102,405 @@ def attach_session(path: Path, *, poll: bool = False, control: bool = True, conf
             owner.record_telemetry()
         session.controller = owner if owner is not None else ClientController(path)
     return session
+
+
+def reread(session: Session) -> RunBook:
+    """Every log of the session read once from disk (final tables never miss the watcher's last batch)."""
+    book = RunBook(session.book.root, ruleset=session.book.ruleset, targets=session.book.targets)
+    for path in discover(session.book.root):
+        try:
+            book.feed_file(path, path.read_bytes())
+        except OSError:
+            continue
+    return book
+
+
+def telemetry_path(view: RunView | None, proc: ProcInfo | None) -> Path | None:
+    """LOGDIR/<run>/telemetry.jsonl for a launched run or a run folder; None for plain result logs."""
+    if proc is not None:
+        return Path(proc.folder) / TELEMETRY_FILE
+    if view is not None and Path(view.path).name in RUN_LOGS:
+        return Path(view.path).parent / TELEMETRY_FILE
+    return None
+
+
+# ---- what the engine hands out ------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class EngineError:
+    """Something the user should know ("cannot read X: why"), shown by the front end, not only logged."""
+
+    source: str  # "logs", "telemetry", "control" or "engine"
+    message: str
+    time: float  # wall clock
+
+
+@dataclass(frozen=True, slots=True)
+class SelectedRun:
+    """The data the engine follows for one run only (the one the user looks at)."""
+
+    run_id: str | None
+    tail: tuple[str, ...] = ()
+    # the last records of its telemetry.jsonl; None: the run has no such file (plain result logs)
+    telemetry: tuple[Mapping[str, Any], ...] | None = None
+
+
+_NO_SELECTION = SelectedRun(None)
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class LiveSnapshot:
+    """Everything a front end shows at one instant; immutable, safe on any thread."""
+
+    seq: int
+    title: str
+    host: Mapping[str, Any]
+    controlled: bool  # a controller steers these runs (keys like pause apply)
+    views: Mapping[str, RunView]  # by run id, in the order the runs were found
+    procs: Mapping[str, ProcInfo]  # by run id; empty when nobody controls the runs
+    devices: Snapshot | None  # the latest device sample (None before the first, or without a sampler)
+    selected: SelectedRun
+    errors: tuple[EngineError, ...]  # the most recent ones, oldest first
+    ready: bool  # the first full read of every log is done
+
+    def run_ids(self) -> list[str]:
+        """Every run known from its log or its process, logs' order first."""
+        return list(self.views) + [rid for rid in self.procs if rid not in self.views]
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """What changed since the front end last called `LiveEngine.take()`."""
+
+    snapshot: LiveSnapshot
+    changed: frozenset[str]  # runs whose view or process facts changed
+    devices: bool  # a new device sample
+    selected: bool  # the selected run's tail or telemetry changed (or the selection itself)
+    errors: tuple[EngineError, ...]  # new since the last take
+
+
+class WatcherFactory(Protocol):
+    def __call__(self, roots: Iterable[Path], sink: Callable[[list[Any]], None], *, poll: bool,
+                 min_interval: float, on_error: Callable[[str], None]) -> Any: ...
+
+
+KEEP_ERRORS = 50
+
+
+class LiveEngine:
+    """Owns the live data path of one session; see the module docstring.
+
+    Threaded use (the TUI): `start(on_update)`; `on_update()` is called on the engine's thread when a
+    new `Update` waits and the previous one was taken (at most one wake-up outstanding, however fast
+    lines arrive); the front end calls `take()` on its own thread. Stepped use (tests, a caller with
+    its own loop): `start(threaded=False)` and `step()` on one thread.
+    """
+
+    def __init__(
+        self,
+        session: Session,
+        *,
+        controller: Controller | None = None,
+        sampler: Sampler | None = None,
+        sampler_interval: float = 1.0,
+        control_interval: float = 0.5,
+        follow_interval: float = 1.0,
+        watch_min_interval: float = 0.0,
+        watcher_factory: WatcherFactory | None = None,
+    ) -> None:
+        self.session = session
+        self.book = session.book  # the engine's thread only
+        self.controller = controller if controller is not None else session.controller
+        self.sampler = sampler
+        self.sampler_interval = sampler_interval
+        self.control_interval = control_interval
+        self.follow_interval = follow_interval
+        self.watch_min_interval = watch_min_interval
+        self._watcher_factory = watcher_factory
+        self.ready = threading.Event()  # set once the first full read of the logs has been applied
+        self._on_update: Callable[[], None] | None = None
+        self._watcher: Any = None
+        self._telemetry: Any = None
+        self._telemetry_errors = 0
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._wake = threading.Event()
+        self._ctl_lock = threading.Lock()  # controller calls: the engine's poll vs. the UI's actions
+        self._in_lock = threading.Lock()  # what other threads hand in: batches, samples, errors, selection
+        self._batches: list[Any] = []
+        self._sample: Snapshot | None = None
+        self._errors_in: list[EngineError] = []
+        self._want_selected: str | None = None
+        self._out_lock = threading.Lock()  # the published snapshot and what changed since the last take
+        self._snapshot: LiveSnapshot | None = None
+        self._p_changed: set[str] = set()
+        self._p_devices = self._p_selected = False
+        self._p_errors: list[EngineError] = []
+        self._notified = False
+        self._taken_seq = -1
+        # engine thread only
+        self._seq = 0
+        self._views: dict[str, RunView] = {}
+        self._procs: dict[str, ProcInfo] = {}
+        self._devices: Snapshot | None = None
+        self._errors: deque[EngineError] = deque(maxlen=KEEP_ERRORS)
+        self._seen_errors: set[str] = set()
+        self._next_poll = 0.0
+        self._next_follow = 0.0
+        self._selected: SelectedRun = _NO_SELECTION
+        self._follower: TelemetryFollower | None = None
+
+    # ---- lifecycle --------------------------------------------------------------------------------
+    def start(self, on_update: Callable[[], None] | None = None, *, threaded: bool = True) -> LiveEngine:
+        """Start the watcher (and the device sampler); with `threaded`, the engine's own thread."""
+        self._on_update = on_update
+        factory = self._watcher_factory
+        if factory is None:
+            factory = LogWatcher
+        assert factory is not None
+        self._watcher = factory(self.session.watcher_roots, self._sink, poll=self.session.poll,
+                                min_interval=self.watch_min_interval, on_error=self._watch_error)
+        self._watcher.start()
+        if self.sampler is not None:
+            from perfwatch.core.telemetry.sampling import TelemetryThread
+
+            self._telemetry = TelemetryThread(self.sampler, interval=self.sampler_interval, sink=self._on_sample)
+            self._telemetry.start()
+        if threaded:
+            self._thread = threading.Thread(target=self._loop, name="perfwatch-engine", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop every thread the engine started; idempotent. The controller is left to its owner."""
+        self._stop.set()
+        self._wake.set()
+        thread, self._thread = self._thread, None
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(10.0)
+        if self._telemetry is not None:
+            self._telemetry.stop()
+            self._telemetry = None
+        if self._watcher is not None:
+            self._watcher.stop()
+            self._watcher = None
+        if self._follower is not None:
+            self._follower.close()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.step()
+            except Exception as exc:  # a bug must not freeze the live view: say it and carry on
+                log.exception("engine step failed")
+                self.report("engine", f"internal error: {exc!r}")
+            self._wake.wait(self._idle_timeout())
+            self._wake.clear()
+
+    def _idle_timeout(self) -> float:
+        now = time.monotonic()
+        due = [self._next_follow] if self._follower is not None else []
+        if self.controller is not None:
+            due.append(self._next_poll)
+        if not due:
+            return 1.0
+        return min(max(min(due) - now, 0.01), 1.0)
+
+    # ---- inputs (any thread) ----------------------------------------------------------------------
+    def _sink(self, batches: list[Any]) -> None:
+        """The watcher's thread: hand the lines over, wake the engine."""
+        with self._in_lock:
+            self._batches.extend(batches)
+        self._wake.set()
+
+    def _on_sample(self, snapshot: Snapshot) -> None:
+        """The sampler's thread: a newer sample replaces one not yet taken."""
+        with self._in_lock:
+            self._sample = snapshot
+        self._wake.set()
+
+    def _watch_error(self, message: str) -> None:
+        self.report("logs", message)
+
+    def report(self, source: str, message: str) -> None:
+        """Put a message on the error channel (any thread)."""
+        with self._in_lock:
+            self._errors_in.append(EngineError(source, message, time.time()))
+        self._wake.set()
+
+    def select(self, run_id: str | None) -> None:
+        """Follow this run's log tail and telemetry (the one the user looks at)."""
+        with self._in_lock:
+            self._want_selected = run_id
+        self._wake.set()
+
+    # ---- control (any thread) ---------------------------------------------------------------------
+    @property
+    def controlled(self) -> bool:
+        return self.controller is not None
+
+    def can(self, action: str, run_id: str) -> bool:
+        ctl = self.controller
+        if ctl is None:
+            return False
+        with self._ctl_lock:
+            return ctl.can(action, run_id)
+
+    def act(self, action: str, run_id: str) -> bool:
+        """Ask the controller to `action` the run; False if it does not apply (or failed: reported)."""
+        ctl = self.controller
+        if ctl is None:
+            return False
+        with self._ctl_lock:
+            if not ctl.can(action, run_id):
+                return False
+            try:
+                getattr(ctl, action)(run_id)
+            except Exception as exc:
+                self.report("control", f"{action.replace('_', ' ')} {run_id}: {exc}")
+                return False
+            self._next_poll = 0.0  # show the outcome at once
+        self._wake.set()
+        return True
+
+    # ---- one pass (the engine's thread) -----------------------------------------------------------
+    def step(self) -> bool:
+        """Apply what arrived, poll the controller and the selected run's telemetry when due, publish.
+
+        Returns True when a new snapshot was published."""
+        now = time.monotonic()
+        watcher_ready = self._watcher is None or self._watcher.ready.is_set()  # before taking batches
+        with self._in_lock:
+            batches, self._batches = self._batches, []
+            sample, self._sample = self._sample, None
+            errors, self._errors_in = self._errors_in, []
+            want = self._want_selected
+        changed = self.book.apply(batches) if batches else set()
+        ctl = self.controller
+        if ctl is not None and now >= self._next_poll:
+            self._next_poll = now + self.control_interval
+            with self._ctl_lock:
+                try:
+                    ctl.poll()
+                    procs = dict(ctl.procs())
+                except Exception as exc:
+                    log.exception("controller poll failed")
+                    errors.append(EngineError("control", f"cannot update the runs' processes: {exc}", time.time()))
+                    procs = self._procs
+            changed |= {rid for rid, p in procs.items() if self._procs.get(rid) != p}
+            changed |= set(self._procs) - set(procs)
+            self._procs = procs
+        for rid in changed:
+            run = self.book.get(rid)
+            if run is not None:
+                self._views[rid] = run.view()
+        devices = False
+        if sample is not None:
+            self._devices, devices = sample, True
+            errors += self._telemetry_problems()
+        selected = self._follow(want, changed, now, errors)
+        errors = [e for e in errors if self._first_time(e)]
+        self._errors.extend(errors)
+        became_ready = watcher_ready and not self.ready.is_set()
+        if not (changed or devices or selected or errors or became_ready or self._snapshot is None):
+            return False
+        self._publish(changed, devices, selected, errors, watcher_ready)
+        if became_ready:
+            self.ready.set()
+        return True
+
+    def _first_time(self, error: EngineError) -> bool:
+        """The same message is shown once, not every second while the problem lasts."""
+        if error.message in self._seen_errors:
+            return False
+        if len(self._seen_errors) > 1000:
+            self._seen_errors.clear()
+        self._seen_errors.add(error.message)
+        return True
+
+    def _telemetry_problems(self) -> list[EngineError]:
+        thread = self._telemetry
+        if thread is None or thread.errors == self._telemetry_errors:
+            return []
+        self._telemetry_errors = thread.errors
+        return [EngineError("telemetry", thread.last_error or "telemetry sampling failed", time.time())]
+
+    def _follow(self, want: str | None, changed: set[str], now: float, errors: list[EngineError]) -> bool:
+        """Update the selected run's tail and telemetry; True if either (or the selection) changed."""
+        sel = self._selected
+        if want != sel.run_id:
+            if self._follower is not None:
+                self._follower.close()
+            view, proc = self._views.get(want) if want else None, self._procs.get(want) if want else None
+            path = telemetry_path(view, proc)
+            self._follower = TelemetryFollower(path) if path is not None else None
+            self._next_follow = 0.0
+            sel = SelectedRun(want, self.book.log_tail(want) if want else (), None if path is None else ())
+            moved = True
+        else:
+            moved = False
+            if want is not None and want in changed:
+                tail = self.book.log_tail(want)
+                if tail != sel.tail:
+                    sel, moved = SelectedRun(want, tail, sel.telemetry), True
+            if want is not None and self._follower is None:
+                path = telemetry_path(self._views.get(want), self._procs.get(want))
+                if path is not None:  # the run got a folder (its process started): follow it from now on
+                    self._follower, self._next_follow = TelemetryFollower(path), 0.0
+                    sel, moved = SelectedRun(want, sel.tail, ()), True
+        follower = self._follower
+        if follower is not None and now >= self._next_follow:
+            self._next_follow = now + self.follow_interval
+            try:
+                grew = follower.poll()
+            except OSError as exc:
+                errors.append(EngineError("telemetry", f"cannot read {exc.filename}: {exc.strerror}", time.time()))
+                grew = False
+            if grew:
+                sel, moved = SelectedRun(want, sel.tail, tuple(follower.records)), True
+        self._selected = sel
+        return moved
+
+    def _publish(self, changed: set[str], devices: bool, selected: bool, errors: list[EngineError],
+                 ready: bool) -> None:
+        self._seq += 1
+        s = self.session
+        snap = LiveSnapshot(
+            seq=self._seq, title=s.title, host=MappingProxyType(dict(s.host)) if s.host else _EMPTY,
+            controlled=self.controller is not None, views=MappingProxyType(dict(self._views)),
+            procs=MappingProxyType(dict(self._procs)), devices=self._devices, selected=self._selected,
+            errors=tuple(self._errors), ready=ready,
+        )
+        with self._out_lock:
+            first = self._snapshot is None
+            self._snapshot = snap
+            self._p_changed |= changed
+            self._p_devices |= devices
+            self._p_selected |= selected or first
+            self._p_errors += errors
+            notify = not self._notified
+            self._notified = True
+        if notify and self._on_update is not None:
+            self._on_update()
+
+    # ---- output (the front end's thread) ----------------------------------------------------------
+    @property
+    def snapshot(self) -> LiveSnapshot | None:
+        """The latest snapshot (None before the first step)."""
+        return self._snapshot
+
+    def take(self) -> Update | None:
+        """The latest snapshot with everything that changed since the last take; None if nothing did."""
+        with self._out_lock:
+            self._notified = False
+            snap = self._snapshot
+            if snap is None:
+                return None
+            pending = self._p_changed or self._p_devices or self._p_selected or self._p_errors
+            if not pending and snap.seq == self._taken_seq:
+                return None
+            update = Update(snap, frozenset(self._p_changed), self._p_devices, self._p_selected,
+                            tuple(self._p_errors))
+            self._p_changed, self._p_devices, self._p_selected, self._p_errors = set(), False, False, []
+            self._taken_seq = snap.seq
+            return update

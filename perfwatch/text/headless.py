@@ -1,8 +1,8 @@
 """`--headless`: plain progress lines on stdout, a final table, exit 0 only if every run succeeded.
 
-For CI and ssh sessions without a TTY. Same data path as the TUI: LogWatcher -> queue ->
-RunBook on this thread; the controller is polled on the same loop so `exit_at_target`
-sees the latest views.
+For CI and ssh sessions without a TTY. Same data path as the TUI: the `LiveEngine`
+(core/engine.py) follows the logs, polls the controller and publishes snapshots on its
+thread; this module only prints what changed (and the engine's errors).
 
 Logs nobody controls (an MLPerf results tree, a folder a cluster job is writing) are
 followed live: a line when a run appears, starts, reports an eval result or logs
@@ -13,18 +13,17 @@ is followed through its perfwatch.json, read-only, until every run has ended.
 
 from __future__ import annotations
 
-import queue
 import signal
+import threading
 import time
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, TextIO
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TextIO
 
 from perfwatch.core.control import registry
 from perfwatch.core.control.controller import ClientController, Controller, ProcInfo, RunState
 from perfwatch.core.control.scheduler import Scheduler
-from perfwatch.core.engine import Session
-from perfwatch.core.ingest.watch import LogWatcher
-from perfwatch.core.model.book import RunBook, discover
+from perfwatch.core.engine import LiveEngine, Session, Update, reread
+from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import RunView
 
 if TYPE_CHECKING:
@@ -57,7 +56,7 @@ class _Printer:
     def line(self, text: str) -> None:
         print(f"[{_fmt_s(time.time() - self.t0):>7}] {text}", file=self.out, flush=True)
 
-    def changes(self, procs: Mapping[str, ProcInfo], book: RunBook) -> None:
+    def changes(self, procs: Mapping[str, ProcInfo], views: Mapping[str, RunView]) -> None:
         for rid, info in procs.items():
             if self.last.get(rid) is info.state:
                 continue
@@ -65,15 +64,15 @@ class _Printer:
             self.last[rid] = info.state
             if first and info.state is RunState.QUEUED:
                 continue
-            run = book.get(rid)
+            view = views.get(rid)
             parts = [f"{rid:<24} {info.state.value:<9}"]
             if info.state is RunState.RUNNING and info.pid:
                 parts.append(f"pid {info.pid}" + (f" attempt {info.attempt}" if info.attempt > 1 else "")
                              + (f" gpu {','.join(map(str, info.devices))}" if info.devices else ""))
             if info.reason:
                 parts.append(info.reason)
-            if info.state.terminal and run is not None:
-                parts.append(_eval_text(run.view()))
+            if info.state.terminal and view is not None:
+                parts.append(_eval_text(view))
             self.line("  ".join(p for p in parts if p))
             if info.state in (RunState.FAILED, RunState.KILLED, RunState.TIMEOUT, RunState.UNKNOWN):
                 for text in info.last_output[-LAST_LINES:]:
@@ -88,13 +87,7 @@ class _Printer:
 
 def final_book(session: Session) -> RunBook:
     """Every log read once from disk, so the table never misses the watcher's last batch."""
-    book = RunBook(session.book.root, ruleset=session.book.ruleset, targets=session.book.targets)
-    for path in discover(session.book.root):
-        try:
-            book.feed_file(path, path.read_bytes())
-        except OSError:
-            continue
-    return book
+    return reread(session)
 
 
 def summary(procs: Mapping[str, ProcInfo], book: RunBook, out: TextIO) -> bool:
@@ -123,19 +116,17 @@ class _LogPrinter:
         self.p = printer
         self.seen: dict[str, tuple[str, int]] = {}  # run id -> (phase, evals printed)
 
-    def snapshot(self, book: RunBook) -> None:
-        views = book.views()
+    def snapshot(self, views: Mapping[str, RunView]) -> None:
         self.p.line(f"{len(views)} runs so far, waiting for run_stop" if views else "no runs yet, waiting for logs")
-        for v in views:
+        for v in views.values():
             self.seen[v.run_id] = (v.phase, len(v.evals))
             self.p.line("  ".join(x for x in (f"{v.run_id:<24} {v.phase:<8}", _eval_text(v), _elapsed(v)) if x))
 
-    def changes(self, book: RunBook, changed: set[str]) -> None:
+    def changes(self, views: Mapping[str, RunView], changed: Iterable[str]) -> None:
         for rid in sorted(changed):
-            run = book.get(rid)
-            if run is None:
+            v = views.get(rid)
+            if v is None:
                 continue
-            v = run.view()
             phase, evals = self.seen.get(rid, ("", 0))
             self.seen[rid] = (v.phase, len(v.evals))
             if not phase:
@@ -150,9 +141,9 @@ class _LogPrinter:
             elif phase in ("waiting", "init") and v.phase in ("running", "eval"):
                 self.p.line(f"{rid:<24} {'running':<8}  run_start logged")
 
-    def status(self, book: RunBook) -> None:
+    def status(self, views: Mapping[str, RunView]) -> None:
         counts: dict[str, int] = {}
-        for v in book.views():
+        for v in views.values():
             counts[v.phase] = counts.get(v.phase, 0) + 1
         waiting = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no runs yet"
         self.p.line(f"status: {waiting}")
@@ -170,9 +161,8 @@ def _epoch(point: EvalPoint) -> str:
     return f"epoch {point.epoch:g}" if point.epoch is not None else ""
 
 
-def _all_stopped(book: RunBook) -> bool:
-    views = book.views()
-    return bool(views) and all(v.phase == "stopped" for v in views)
+def _all_stopped(views: Mapping[str, RunView]) -> bool:
+    return bool(views) and all(v.phase == "stopped" for v in views.values())
 
 
 def _report_logs(session: Session, printer: _Printer, out: TextIO) -> bool:
@@ -185,51 +175,75 @@ def _report_logs(session: Session, printer: _Printer, out: TextIO) -> bool:
     return ok
 
 
+class _Driver:
+    """Runs the engine on its thread; this (main) thread waits for its updates and prints them."""
+
+    def __init__(self, engine: LiveEngine, out: TextIO, tick: float) -> None:
+        self.engine, self.out, self.tick = engine, out, tick
+        self._woke = threading.Event()
+        self.interrupted: list[int] = []
+        self._old: dict[int, Any] = {}
+
+    def __enter__(self) -> _Driver:
+        self._old = {s: signal.signal(s, lambda n, _f: self._interrupt(n)) for s in (signal.SIGINT, signal.SIGTERM)}
+        self.engine.start(self._woke.set)
+        return self
+
+    def _interrupt(self, signum: int) -> None:
+        self.interrupted.append(signum)
+        self._woke.set()
+
+    def __exit__(self, *exc: object) -> None:
+        self.engine.stop()
+        for s, handler in self._old.items():
+            signal.signal(s, handler)
+
+    def next(self) -> Update | None:
+        """The next update (None after `tick` seconds without one); errors are printed here."""
+        self._woke.wait(self.tick)
+        self._woke.clear()
+        update = self.engine.take()
+        if update is not None:
+            for err in update.errors:
+                print(f"perfwatch: {err.message}", file=self.out, flush=True)
+        return update
+
+
 def follow_logs(session: Session, out: TextIO, *, tick: float = 0.25, status_every: float = 15.0,
                 once: bool = False) -> int:
     """Logs nobody controls: follow them until every run has logged run_stop (see module docstring)."""
-    batches: queue.SimpleQueue = queue.SimpleQueue()
-    book = session.book
-    watcher = LogWatcher(session.watcher_roots, batches.put, poll=session.poll).start()
+    engine = LiveEngine(session, controller=None)
     printer = _Printer(out, time.time())
     logs = _LogPrinter(printer)
-    interrupted: list[int] = []
-    old = {s: signal.signal(s, lambda n, _f: interrupted.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
     mode = "one pass" if once else "following until every run has logged run_stop; Ctrl-C to stop"
     printer.line(f"{session.title}: {session.logdir} (logs only, {mode})")
-
-    def drain(first: list | None = None) -> set[str]:
-        changed = book.apply(first) if first else set()
-        while not batches.empty():
-            changed |= book.apply(batches.get())
-        return changed
-
-    try:
-        while not watcher.ready.wait(timeout=tick) and not interrupted:
-            drain()  # the backlog: every existing file from its start
-        drain()
-        if not once and not interrupted and not _all_stopped(book):
-            logs.snapshot(book)
+    with _Driver(engine, out, tick) as drive:
+        while not engine.ready.is_set() and not drive.interrupted:
+            drive.next()  # the backlog: every existing file from its start
+        update = drive.next()
+        views: Mapping[str, RunView] = update.snapshot.views if update else _views(engine)
+        if not once and not drive.interrupted and not _all_stopped(views):
+            logs.snapshot(views)
             next_status = time.time() + status_every
-            while not _all_stopped(book) and not interrupted:
-                try:
-                    first = batches.get(timeout=tick)
-                except queue.Empty:
-                    first = None
-                logs.changes(book, drain(first))
+            while not _all_stopped(views) and not drive.interrupted:
+                update = drive.next()
+                if update is not None:
+                    views = update.snapshot.views
+                    logs.changes(views, update.changed)
                 if time.time() >= next_status:
-                    logs.status(book)
+                    logs.status(views)
                     next_status = time.time() + status_every
-    finally:
-        watcher.stop()
-        for s, handler in old.items():
-            signal.signal(s, handler)
-    if interrupted:
-        printer.line(f"interrupted ({signal.Signals(interrupted[0]).name}): stopped following; the runs so far:")
+    if drive.interrupted:
+        printer.line(f"interrupted ({signal.Signals(drive.interrupted[0]).name}): stopped following; the runs so far:")
     ok = _report_logs(session, printer, out)
-    if interrupted:
+    if drive.interrupted:
         return 130
     return 0 if ok else 1
+
+
+def _views(engine: LiveEngine) -> Mapping[str, RunView]:
+    snap = engine.snapshot
+    return snap.views if snap is not None else {}
 
 
 def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_every: float = 15.0,
@@ -241,37 +255,32 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
         if once or registry.read(session.logdir) is None:
             return follow_logs(session, out, tick=tick, status_every=status_every, once=once)
         ctl, read_only = ClientController(session.logdir), True  # --no-control: follow perfwatch.json
-    batches: queue.SimpleQueue = queue.SimpleQueue()
-    watcher = LogWatcher(session.watcher_roots, batches.put, poll=session.poll).start()
+    engine = LiveEngine(session, controller=ctl, control_interval=tick)
     printer = _Printer(out, time.time())
-    interrupted: list[int] = []
-    old = {s: signal.signal(s, lambda n, _f: interrupted.append(n)) for s in (signal.SIGINT, signal.SIGTERM)}
     printer.line(f"{session.title}: {session.logdir}" + (" (watch only)" if read_only else ""))
     stop_runs = stop_on_interrupt and not read_only
     next_status = time.time() + status_every
-    try:
+    views: Mapping[str, RunView] = {}
+    with _Driver(engine, out, tick) as drive:
         while True:
-            while not batches.empty():
-                session.book.apply(batches.get())
-            ctl.poll()
-            procs = ctl.procs()
-            printer.changes(procs, session.book)
-            if interrupted:
-                printer.line("interrupted: " + ("stopping every run" if stop_runs else
-                                                "leaving the runs running; `perfwatch attach` reopens them"))
-                ctl.close(stop_runs=stop_runs)
-                printer.changes(ctl.procs(), session.book)
-                return 130
+            update = drive.next()
+            snap = update.snapshot if update is not None else engine.snapshot
+            procs = snap.procs if snap is not None else {}
+            views = snap.views if snap is not None else views
+            printer.changes(procs, views)
+            if drive.interrupted:
+                break
             if procs and all(p.state.terminal for p in procs.values()):
                 break
             if time.time() >= next_status:
                 printer.status(procs)
                 next_status = time.time() + status_every
-            time.sleep(tick)
-    finally:
-        watcher.stop()
-        for s, handler in old.items():
-            signal.signal(s, handler)
+    if drive.interrupted:  # the engine has stopped: the controller is ours alone now
+        printer.line("interrupted: " + ("stopping every run" if stop_runs else
+                                        "leaving the runs running; `perfwatch attach` reopens them"))
+        ctl.close(stop_runs=stop_runs)
+        printer.changes(ctl.procs(), views)
+        return 130
     ok = summary(ctl.procs(), final_book(session), out)
     if isinstance(ctl, Scheduler):
         ctl.close(stop_runs=False)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from perfwatch.core.engine import Session
 
 
-def run_tui(session: Any, *, theme: str | None = None, sampler_interval: float = 1.0) -> int:
+def run_tui(session: Session, *, theme: str | None = None, sampler_interval: float = 1.0) -> int:
     """Open the live view over `session`; returns the process exit status.
 
     On quit the controller (if any) is closed, stopping the runs only when the user asked to.

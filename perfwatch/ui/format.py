@@ -11,10 +11,16 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from perfwatch.core import keys
+from perfwatch.core.control.controller import ProcInfo
+from perfwatch.core.control.states import RunState
 from perfwatch.core.model.run import RunView
+
+if TYPE_CHECKING:
+    from perfwatch.core.measure.peaks import PeakFlops
+    from perfwatch.core.telemetry.types import Snapshot
 
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     # (key, title, width); "id" takes the remaining width
@@ -34,7 +40,7 @@ _SYMBOL = {
     "queued": "·", "running": "▶", "paused": "‖", "reached": "✓",
     "done": "■", "failed": "✗", "stalled": "!",
 }
-_FAILED = frozenset({"failed", "killed", "timeout", "aborted", "stopped"})
+_FAILED = frozenset({RunState.FAILED, RunState.KILLED, RunState.TIMEOUT, RunState.STOPPED, RunState.UNKNOWN})
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,24 +79,24 @@ def fmt_value(v: float | None) -> str:
     return f"{v:.4g}"
 
 
-def status_of(view: RunView | None, proc: Any | None) -> tuple[str, str]:
+def status_of(view: RunView | None, proc: ProcInfo | None) -> tuple[str, str]:
     """(status class, label) from the process state when controlled, else from the log."""
     if proc is not None:
-        state = str(getattr(proc, "state", "")).lower()
-        if getattr(proc, "stalled", False) or state == "stalled":
+        state = proc.state
+        if proc.stalled or state is RunState.STALLED:
             return "stalled", "stalled"
-        if state in ("queued", "starting"):
-            return "queued", state
-        if state in ("paused",):
+        if state in (RunState.QUEUED, RunState.STARTING):
+            return "queued", state.value
+        if state is RunState.PAUSED:
             return "paused", "paused"
         if state in _FAILED:
-            return "failed", state
-        if state == "succeeded":
+            return "failed", state.value
+        if state is RunState.SUCCEEDED:
             reached = view is not None and view.target_reached
             return ("reached" if reached else "done"), "done"
         if view is not None and view.target_reached:
-            return "reached", state or "running"
-        return "running", state or "running"
+            return "reached", state.value
+        return "running", state.value
     if view is None:
         return "queued", "waiting"
     if view.phase == "stopped":
@@ -134,14 +140,14 @@ def eval_cell(view: RunView) -> str:
 
 
 @functools.lru_cache(maxsize=16)
-def _cpu_peak(precision: str | None, threads: int | None) -> Any:
+def _cpu_peak(precision: str | None, threads: int | None) -> PeakFlops | None:
     """The cached CPU peak, read once per (precision, threads) for the app's lifetime."""
     from perfwatch.core.measure.peaks import cached_cpu_peak, normalize_dtype
 
     return cached_cpu_peak(normalize_dtype(precision), threads=threads)
 
 
-def mfu_for(view: RunView | None, proc: Any | None, snapshot: Any | None) -> float | None:
+def mfu_for(view: RunView | None, proc: ProcInfo | None, snapshot: Snapshot | None) -> float | None:
     """MFU (0..1) against the run's GPU peak, or for a CPU run this host's measured matmul peak if one
     was measured before (the live view never measures: it would steal the runs' cores); None if unknown."""
     if view is None or not view.flops_per_sample:
@@ -163,13 +169,13 @@ def mfu_for(view: RunView | None, proc: Any | None, snapshot: Any | None) -> flo
     from perfwatch.core.measure.peaks import normalize_dtype, peak_for_sample
     from perfwatch.core.measure.throughput import mfu
 
-    devices = tuple(getattr(proc, "devices", ()) or ())
+    devices = proc.devices if proc is not None else ()
     gpu = next((g for g in gpus if devices and g.index == devices[0]), gpus[0])
     peak, why = peak_for_sample(gpu, normalize_dtype(view.precision))
     return mfu(view, peak, len(devices) or None, peak_reason=why).value
 
 
-def make_row(run_id: str, view: RunView | None, proc: Any | None = None, mfu: float | None = None) -> Row:
+def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mfu: float | None = None) -> Row:
     status, label = status_of(view, proc)
     label = f"{_SYMBOL[status]} {label}"
     if view is None:

@@ -123,6 +123,7 @@ class LogWatcher:
         include: Callable[[Path], bool] = is_candidate,
         rescan_interval: float | None = None,
         min_interval: float = 0.0,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
         self.roots = [Path(os.path.abspath(r)) for r in roots]
         self.sink = sink
@@ -135,6 +136,8 @@ class LogWatcher:
         # at most one read pass per min_interval: a consumer that refreshes at 2 Hz (the TUI) need
         # not pay for reading every single append; 0 = read at once (lowest latency, headless)
         self.min_interval = max(0.0, min_interval)
+        # problems the user should see ("cannot read X: why"), besides the log record
+        self.on_error = on_error
         self._stop_event = threading.Event()
         self.ready = threading.Event()
         self._lock = threading.Lock()
@@ -241,6 +244,13 @@ class LogWatcher:
             log.exception("include(%s) failed", path)
             return False
 
+    def _report(self, message: str) -> None:
+        if self.on_error is not None:
+            try:
+                self.on_error(message)
+            except Exception:  # the consumer's bug must not stop the watcher
+                log.exception("LogWatcher on_error failed")
+
     # ---- worker thread --------------------------------------------------------------------------
     def _run(self) -> None:
         next_rescan = 0.0  # the first pass is a full scan
@@ -344,8 +354,9 @@ class LogWatcher:
                     batches.append(batch)
                 else:
                     leftover.append(p)
-            except Exception:  # one unreadable file must not stop the others
+            except Exception as exc:  # one unreadable file must not stop the others
                 log.exception("reading %s failed", p)
+                self._report(f"cannot read {p}: {_why(exc)}")
             budget -= tail.bytes_read - before
             self._bytes_read += tail.bytes_read - before
             if len(batches) > n_batches:
@@ -392,7 +403,15 @@ class LogWatcher:
                 return
             try:
                 observer.schedule(_Handler(self), folder, recursive=recursive, event_filter=_EVENTS)
-            except Exception:  # e.g. inotify watch limit: the periodic re-scan covers it
+            except Exception as exc:  # e.g. inotify watch limit: the periodic re-scan covers it
                 log.warning("cannot watch %s; relying on the periodic re-scan", folder, exc_info=True)
+                self._report(f"cannot watch {folder}: {_why(exc)} (new lines show up at the next re-scan)")
                 return
             self._watched.add(key)
+
+
+def _why(exc: BaseException) -> str:
+    """The reason as a user reads it: `Permission denied`, not a traceback."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc) or type(exc).__name__

@@ -11,8 +11,29 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
 
 
+def _dialog_css(screen: str) -> str:
+    """The look every dialog shares, scoped to one screen class."""
+    return f"""
+    {screen} {{ align: center middle; }}
+    {screen} .dialog {{
+        width: 64;
+        height: auto;
+        max-height: 90%;
+        padding: 1 2;
+        border: thick $primary;
+        background: $surface;
+    }}
+    {screen} .dialog-question {{ width: 100%; margin-bottom: 1; text-style: bold; }}
+    {screen} .dialog-buttons {{ height: auto; }}
+    {screen} .dialog-buttons Button {{ margin-right: 1; }}
+    {screen} .dialog-hint {{ color: $muted; }}
+    """
+
+
 class ConfirmScreen(ModalScreen[bool]):
     """Yes/no question; `y` confirms, `n`/escape declines (the default)."""
+
+    DEFAULT_CSS = _dialog_css("ConfirmScreen")
 
     BINDINGS = [
         Binding("y", "answer(True)", "yes", id="confirm.yes"),
@@ -39,6 +60,8 @@ class ConfirmScreen(ModalScreen[bool]):
 
 class QuitScreen(ModalScreen[str | None]):
     """Quit while runs are live: leave them running (default), stop them, or stay."""
+
+    DEFAULT_CSS = _dialog_css("QuitScreen")
 
     BINDINGS = [
         Binding("l,enter", "choose('leave')", "leave running", id="quit.leave"),
@@ -70,6 +93,8 @@ class QuitScreen(ModalScreen[str | None]):
 
 class HelpScreen(ModalScreen[None]):
     """Every key with what it does; any of escape, `?` or `q` closes it."""
+
+    DEFAULT_CSS = _dialog_css("HelpScreen") + "HelpScreen #help-keys { height: auto; }"
 
     BINDINGS = [Binding("escape,question_mark,q", "close", "close", id="help.close")]
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from rich.segment import Segment
 from rich.text import Text
@@ -13,6 +12,7 @@ from textual.strip import Strip
 from textual.widget import Widget
 from textual.widgets import Static
 
+from perfwatch.core.control.controller import ProcInfo
 from perfwatch.core.model.run import RunView
 from perfwatch.ui.format import fmt_duration, fmt_rate, fmt_value, status_of
 from perfwatch.ui.widgets.plot import Plot
@@ -23,6 +23,16 @@ class LogTail(Widget):
     """The last lines of the run's log (Line API, strips cached per line); rejected lines are marked."""
 
     COMPONENT_CLASSES = {"log-tail--bad"}
+    DEFAULT_CSS = """
+    LogTail {
+        height: 1fr;
+        min-height: 2;
+        padding: 0 1;
+        background: $surface;
+        color: $muted;
+    }
+    LogTail > .log-tail--bad { color: $bad-line; text-style: bold; }
+    """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
@@ -72,13 +82,13 @@ class LogTail(Widget):
         self._cache.clear()
 
 
-def summary_text(view: RunView | None, proc: Any | None, findings: Sequence[str] = ()) -> Text:
+def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence[str] = ()) -> Text:
     """Facts about one run, a few short lines."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if view is None and proc is None:
         t.append("no run selected")
         return t
-    run_id = view.run_id if view is not None else getattr(proc, "run_id", "?")
+    run_id = view.run_id if view is not None else proc.run_id if proc is not None else "?"
     status, label = status_of(view, proc)
     t.append(run_id, "bold")
     t.append(f"  {label}")
@@ -109,11 +119,9 @@ def summary_text(view: RunView | None, proc: Any | None, findings: Sequence[str]
             t.append(f"  bad lines {view.bad_count}", "bold")
     if proc is not None:
         t.append("\n")
-        pid = getattr(proc, "pid", None)
-        t.append(f"pid {pid if pid is not None else '–'}  attempt {getattr(proc, 'attempt', 0)}")
-        reason = getattr(proc, "reason", None)
-        if reason:
-            t.append(f"  {reason}")
+        t.append(f"pid {proc.pid if proc.pid is not None else '–'}  attempt {proc.attempt}")
+        if proc.reason:
+            t.append(f"  {proc.reason}")
     for finding in findings[:3]:
         t.append("\n" + finding)
     return t
@@ -122,12 +130,19 @@ def summary_text(view: RunView | None, proc: Any | None, findings: Sequence[str]
 class DetailPane(Vertical):
     """Summary, plots side by side, the run's own telemetry, log tail."""
 
+    DEFAULT_CSS = """
+    DetailPane { border-top: solid $panel; }
+    DetailPane #detail-summary { height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    DetailPane #detail-plots { height: 1fr; min-height: 4; max-height: 14; }
+    DetailPane.log-only #detail-plots { display: none; }
+    """
+
     _summary: Text | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-summary")
         with Horizontal(id="detail-plots"):
-            yield Plot("eval", id="plot-eval")
+            yield Plot("eval", id="plot-eval", classes="eval")
             yield Plot("samples/s", id="plot-throughput")
         yield RunTelemetry(id="detail-telemetry")
         yield LogTail(id="detail-log")
@@ -136,7 +151,7 @@ class DetailPane(Vertical):
         self,
         view: RunView | None,
         tail: Sequence[str],
-        proc: Any | None = None,
+        proc: ProcInfo | None = None,
         findings: Sequence[str] = (),
     ) -> None:
         summary = summary_text(view, proc, findings)

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.text import Text
 from textual.widgets import Static
+
+from perfwatch.core.telemetry.types import Snapshot
 
 
 def _gib(n: int | None) -> str:
@@ -16,7 +16,7 @@ def _num(v: float | None, unit: str, fmt: str = ".0f") -> str:
     return "–" if v is None else f"{v:{fmt}}{unit}"
 
 
-def device_text(snapshot: Any | None) -> Text:
+def device_text(snapshot: Snapshot | None) -> Text:
     """Render a telemetry `Snapshot` (or None before the first sample)."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if snapshot is None:
@@ -48,9 +48,22 @@ def device_text(snapshot: Any | None) -> Text:
 class DevicePanel(Static):
     """Shows the latest snapshot; repaints only when its text changes."""
 
-    def show(self, snapshot: Any | None) -> None:
+    DEFAULT_CSS = """
+    DevicePanel {
+        height: auto;
+        max-height: 5;
+        padding: 0 1;
+        background: $panel;
+        color: $foreground;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    """
+    _last: str | None = None
+
+    def show(self, snapshot: Snapshot | None) -> None:
         text = device_text(snapshot)
-        last = getattr(self, "_last", None)
+        last = self._last
         if text.plain != last:
             same_height = last is not None and last.count("\n") == text.plain.count("\n")
             self._last = text.plain

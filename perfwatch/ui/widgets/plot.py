@@ -48,9 +48,17 @@ class Plot(Widget):
     """
 
     COMPONENT_CLASSES = {"plot--title", "plot--line", "plot--target", "plot--axis"}
+    DEFAULT_CSS = """
+    Plot { width: 1fr; height: 100%; padding: 0 1; }
+    Plot > .plot--title { color: $foreground; text-style: bold; }
+    Plot > .plot--line { color: $plot-line; }
+    Plot > .plot--target { color: $plot-target; }
+    Plot > .plot--axis { color: $muted; }
+    Plot.eval > .plot--line { color: $plot-eval; }
+    """
 
-    def __init__(self, title: str, *, id: str | None = None) -> None:
-        super().__init__(id=id)
+    def __init__(self, title: str, *, id: str | None = None, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
         self._title = title
         self._points: tuple[tuple[float, float], ...] = ()
         self._source: Sequence[tuple[float, float]] | None = None

@@ -29,6 +29,25 @@ _DESCENDING = frozenset({"progress", "tp_now", "eval", "time"})
 class RunsTable(ScrollView, can_focus=True):
     """Runs, one per line; the cursor row is the selected run."""
 
+    DEFAULT_CSS = """
+    RunsTable {
+        background: $surface;
+        color: $foreground;
+        scrollbar-size-vertical: 1;
+        overflow-x: hidden;  /* rows are cut to the width: never a horizontal scrollbar */
+    }
+    RunsTable > .runs-table--header { background: $panel; color: $foreground; text-style: bold; }
+    RunsTable > .runs-table--cursor { background: $primary 30%; }
+    RunsTable > .runs-table--cursor-focus { background: $primary 45%; }
+    RunsTable > .runs-table--queued { color: $status-queued; }
+    RunsTable > .runs-table--running { color: $status-running; }
+    RunsTable > .runs-table--paused { color: $status-paused; }
+    RunsTable > .runs-table--reached { color: $status-reached; }
+    RunsTable > .runs-table--done { color: $status-done; }
+    RunsTable > .runs-table--failed { color: $status-failed; }
+    RunsTable > .runs-table--stalled { color: $status-stalled; }
+    """
+
     COMPONENT_CLASSES = {
         "runs-table--header",
         "runs-table--cursor",
@@ -42,7 +61,6 @@ class RunsTable(ScrollView, can_focus=True):
         Binding("pagedown", "page(1)", "page down", show=False),
         Binding("home", "jump(0)", "first", show=False),
         Binding("end", "jump(-1)", "last", show=False),
-        Binding("o", "cycle_sort", "sort", id="runs.sort", show=False),
     ]
 
     class Selected(Message):

@@ -1,10 +1,13 @@
-"""Themes: colour-only TOML files in the repository's `themes/`, loaded by name.
+"""Themes: colour-only TOML files, loaded by name.
 
-Each file gives Textual's base colours plus perfwatch's variables (`status-running`,
-`plot-target`, ...) that `perfwatch.tcss` uses. An installed wheel has no `themes/`
-folder beside the package; then Textual's own dark/light themes are used with
-perfwatch's variables taken from `DEFAULT_VARIABLES`. The user's choice is kept in
-`$PERFWATCH_CONFIG_DIR` (else `$XDG_CONFIG_HOME/perfwatch`, else `~/.config/perfwatch`).
+The shipped themes (dark, light, colorblind) live in this package folder, so an installed
+wheel has them. A user adds or overrides themes by dropping `NAME.toml` files into
+`<config dir>/themes/`; the config dir is `$PERFWATCH_CONFIG_DIR`, else
+`$XDG_CONFIG_HOME/perfwatch`, else `~/.config/perfwatch`, and it also keeps the user's
+last choice (`tui.json`). Each file gives Textual's base colours plus perfwatch's
+variables (`status-running`, `plot-target`, ...) that the widgets' CSS uses; a variable a
+theme omits falls back to `DEFAULT_VARIABLES`. A user theme that cannot be read is
+skipped and reported (`load_themes` returns the problems), never fatal.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from typing import Any
 
 from textual.theme import Theme
 
-THEMES_DIR = Path(__file__).resolve().parents[2] / "themes"
+THEMES_DIR = Path(__file__).resolve().parent  # the shipped *.toml files
 DEFAULT_THEME = "dark"
 _BASE_FIELDS = (
     "primary", "secondary", "accent", "warning", "error", "success",
@@ -50,16 +53,22 @@ def load_theme(path: Path) -> Theme:
     return Theme(name=path.stem, dark=bool(data.get("dark", True)), variables=variables, **base)
 
 
-def load_themes(folder: Path = THEMES_DIR) -> dict[str, Theme]:
-    """Every `*.toml` theme in `folder`, by name; Textual's own themes if the folder is missing."""
-    if folder.is_dir():
-        themes = {p.stem: load_theme(p) for p in sorted(folder.glob("*.toml"))}
-        if themes:
-            return themes
-    return {
-        "dark": Theme(name="dark", primary="#0178D4", dark=True, variables=dict(DEFAULT_VARIABLES)),
-        "light": Theme(name="light", primary="#004578", dark=False, variables=dict(DEFAULT_VARIABLES)),
-    }
+def load_themes(folder: Path = THEMES_DIR, user_folder: Path | None = None) -> tuple[dict[str, Theme], list[str]]:
+    """The shipped themes, then the user's (`<config dir>/themes/*.toml`, same name overrides).
+
+    Returns (themes by name, problems): a user file that is not a valid theme is skipped and named."""
+    themes = {p.stem: load_theme(p) for p in sorted(folder.glob("*.toml"))} if folder.is_dir() else {}
+    problems: list[str] = []
+    user = user_folder if user_folder is not None else config_dir() / "themes"
+    if user.is_dir():
+        for path in sorted(user.glob("*.toml")):
+            try:
+                themes[path.stem] = load_theme(path)
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                problems.append(f"theme {path}: {exc}")
+    if not themes:
+        themes["dark"] = Theme(name="dark", primary="#0178D4", dark=True, variables=dict(DEFAULT_VARIABLES))
+    return themes, problems
 
 
 def config_dir() -> Path:

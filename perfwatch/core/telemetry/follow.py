@@ -1,0 +1,67 @@
+"""Follow one run's `telemetry.jsonl` as it grows: the last `keep` records, parsed as they arrive.
+
+The campaign owner appends one JSON record a second per run (see `jsonl.py`). A live view
+shows the selected run's recent history, so this reader keeps only the newest records and
+parses only what it keeps. Reading goes through the one file tailer (`ingest.tail.FileTail`),
+so a truncated or replaced file starts over and a line cut short by a crash is skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+from perfwatch.core.ingest.tail import FileTail
+
+KEEP = 600  # records kept (10 minutes at 1 Hz); a sparkline shows the last ones that fit
+
+
+class TelemetryFollower:
+    """Incremental reader of one telemetry.jsonl; `poll()` on one thread only."""
+
+    def __init__(self, path: Path | None, keep: int = KEEP) -> None:
+        self.path = path
+        self.records: deque[dict[str, Any]] = deque(maxlen=keep)
+        self._tail = FileTail(path) if path is not None else None
+
+    def poll(self) -> bool:
+        """Read what was appended since the last call; True when the records changed.
+
+        Raises `OSError` when the file exists but cannot be read (the caller reports it)."""
+        tail = self._tail
+        if tail is None:
+            return False
+        changed = False
+        while (batch := tail.read()) is not None:
+            if batch.reset:
+                self.records.clear()
+                changed = True
+            for raw in batch.lines[-(self.records.maxlen or 1):]:
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue  # a line cut short by a crash: skipped, never fatal
+                if isinstance(obj, dict):
+                    self.records.append(obj)
+                    changed = True
+        if not changed and not tail.is_open and self.path is not None:
+            _check_readable(self.path)
+        return changed
+
+    def close(self) -> None:
+        if self._tail is not None:
+            self._tail.close()
+
+
+def _check_readable(path: Path) -> None:
+    """The tailer skips files it cannot open; say why, when the file is there but unreadable."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        return  # not written yet: nothing to say
+    except OSError as exc:
+        raise OSError(exc.errno, exc.strerror, str(path)) from None
+    os.close(fd)

@@ -1,0 +1,69 @@
+"""The one table of perfwatch's keyboard actions.
+
+Each entry says what the action is called (`id`, the Binding id), which key runs it, what it
+does (footer label, help and command-palette text), who handles it (the app shell or the
+main screen) and which runs it applies to: `verbs` names the controller verbs behind a run
+action (`pause_resume` applies while the selected run may be paused *or* resumed). The
+bindings, the help screen, the command palette and the greying of keys that do not apply
+(`check_action`) are all derived from this table, so they cannot disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from textual.binding import Binding, BindingType
+
+Scope = Literal["app", "main"]
+
+
+@dataclass(frozen=True, slots=True)
+class UiAction:
+    id: str  # the Binding id (users may remap keys by it)
+    action: str  # the Textual action: `action_<name>` on the app or the main screen
+    key: str  # Textual key list ("n,escape")
+    label: str  # short footer label
+    description: str  # help screen and command palette
+    scope: Scope
+    verbs: tuple[str, ...] = ()  # controller verbs: applies to the selected run while one of them is allowed
+    show: bool = True  # in the footer
+
+    @property
+    def run_action(self) -> bool:
+        return bool(self.verbs)
+
+
+ACTIONS: tuple[UiAction, ...] = (
+    UiAction("app.quit", "quit_app", "q", "quit", "quit (asks first when runs are live)", "app"),
+    UiAction("app.help", "help", "question_mark", "help", "show every key", "app"),
+    UiAction("main.filter", "filter", "slash", "filter", "filter runs by id or state", "main"),
+    UiAction("main.sort", "cycle_sort", "o", "sort", "sort runs by the next column", "main", show=False),
+    UiAction("app.theme", "cycle_theme", "t", "theme", "next theme (dark, light, colour-blind, yours)", "app"),
+    UiAction("main.log", "toggle_log", "l", "log", "detail: log only / plots and log", "main", show=False),
+    UiAction("run.pause", "pause_resume", "p", "pause", "pause/resume the selected run",
+             "main", verbs=("pause", "resume")),
+    UiAction("run.stop", "stop", "s", "stop", "stop the selected run (SIGTERM, then SIGKILL)", "main",
+             verbs=("stop",)),
+    UiAction("run.kill", "kill", "k", "kill", "kill the selected run (asks first)", "main", verbs=("kill",)),
+    UiAction("run.restart", "restart", "r", "restart", "restart the selected run (a new attempt)", "main",
+             verbs=("restart",)),
+    UiAction("run.start_now", "start_now", "enter", "start", "start the selected queued run now", "main",
+             verbs=("start_now",)),
+)
+# keys handled by the runs table itself, listed in the help only
+NAVIGATION: tuple[tuple[str, str], ...] = (
+    ("↑/↓ pgup/pgdn", "select a run"),
+    ("home/end", "first / last run"),
+    ("ctrl+p", "command palette (every action below, by name)"),
+)
+BY_ACTION = {a.action: a for a in ACTIONS}
+
+
+def bindings(scope: Scope) -> list[BindingType]:
+    """The Textual bindings of one scope, from the table."""
+    return [
+        Binding(a.key, a.action, a.label, id=a.id, show=a.show, tooltip=a.description)
+        for a in ACTIONS
+        if a.scope == scope
+    ]

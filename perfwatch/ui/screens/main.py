@@ -1,0 +1,303 @@
+"""The main screen: header, runs table, the selected run's detail, devices, and the run keys.
+
+It presents what the `LiveEngine` publishes and nothing else: on `EngineUpdated` it takes
+the engine's update and repaints, at most every `refresh_interval` seconds, only the rows
+that changed; rows whose only change is a moving number (rate, elapsed) at most every
+`minor_interval`; the detail pane at most every `detail_interval`. Run actions go to the
+engine (`LiveEngine.act`), which executes them against the controller.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterable
+
+from textual import events
+from textual.app import ComposeResult
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Footer, Input, Static
+
+from perfwatch.core.control.controller import ProcInfo
+from perfwatch.core.engine import LiveEngine, LiveSnapshot, Update
+from perfwatch.core.model.view import RunView
+from perfwatch.ui import actions
+from perfwatch.ui.format import header_text, make_row, mfu_for, status_of
+from perfwatch.ui.messages import EngineUpdated
+from perfwatch.ui.screens.dialogs import ConfirmScreen
+from perfwatch.ui.widgets import DetailPane, DevicePanel, RunsTable, RunTelemetry
+
+
+class MainScreen(Screen[None]):
+    """Runs table + detail pane + device panel over one engine."""
+
+    DEFAULT_CSS = """
+    MainScreen { layout: vertical; background: $background; }
+    MainScreen #header-bar {
+        height: 1;
+        padding: 0 1;
+        background: $panel;
+        color: $foreground;
+        text-style: bold;
+        text-wrap: nowrap;
+        text-overflow: ellipsis;
+    }
+    MainScreen RunsTable { height: 2fr; min-height: 4; }
+    MainScreen DetailPane { height: 3fr; min-height: 8; }
+    MainScreen #filter { dock: bottom; margin-bottom: 1; }
+    """
+    BINDINGS = actions.bindings("main")
+
+    def __init__(
+        self,
+        engine: LiveEngine,
+        *,
+        has_devices: bool,
+        refresh_interval: float = 0.5,
+        detail_interval: float = 1.0,
+        minor_interval: float = 1.0,
+    ) -> None:
+        super().__init__(id="main")
+        self.engine = engine
+        self.has_devices = has_devices
+        self.refresh_interval = refresh_interval
+        self.detail_interval = detail_interval
+        self.minor_interval = minor_interval
+        self.snapshot: LiveSnapshot | None = None
+        self._dirty: set[str] = set()
+        self._devices_dirty = False
+        self._detail_dirty = False
+        self._paint_pending = False
+        self._paint_handle: asyncio.TimerHandle | None = None
+        self._last_paint = 0.0
+        self._last_detail = 0.0
+        self._selected: str | None = None
+        self._awaiting: str | None = None  # selected, its tail not yet published by the engine
+        self._shown: tuple[object, ...] | None = None
+        self._header = ""
+        self._closed = False
+
+    # ---- layout -------------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        yield Static(id="header-bar")
+        yield RunsTable(id="runs")
+        yield DetailPane(id="detail")
+        yield DevicePanel(id="devices")
+        yield Input(placeholder="filter runs (id or state); enter keeps it, escape clears", id="filter")
+        yield Footer(compact=True, show_command_palette=False)
+
+    def on_mount(self) -> None:
+        self.query_one("#filter", Input).display = False
+        self.query_one("#devices", DevicePanel).display = self.has_devices
+        self.query_one(RunsTable).focus()
+        self._paint_header()
+
+    def on_unmount(self) -> None:
+        self._closed = True
+        if self._paint_handle is not None:
+            self._paint_handle.cancel()
+
+    # ---- engine updates -------------------------------------------------------------------------
+    def on_engine_updated(self, _message: EngineUpdated) -> None:
+        if self._awaiting is not None:  # the user just moved the cursor: show its log tail at once
+            self._awaiting = None
+            if self._paint_handle is not None:
+                self._paint_handle.cancel()
+            self._paint_pending = False
+            self._last_detail = 0.0
+            self._paint()
+        else:
+            self._schedule_paint()
+
+    @property
+    def settled(self) -> bool:
+        """Everything the engine published is on screen, the selected run's tail included (for tests)."""
+        snap = self.snapshot
+        return (not self._paint_pending and not self._detail_dirty and not self._dirty
+                and (snap is None or snap.selected.run_id == self._selected))
+
+    def _schedule_paint(self) -> None:
+        if not self._paint_pending:
+            self._paint_pending = True
+            delay = max(0.01, self._last_paint + self.refresh_interval - time.monotonic())
+            # a loop timer queueing the paint on the app's pump (set_timer repr()s the whole app)
+            self._paint_handle = asyncio.get_running_loop().call_later(delay, self.app.call_next, self._paint)
+
+    def _paint(self) -> None:
+        """Take the engine's update and push what changed to the widgets."""
+        self._paint_pending = False
+        if self._closed:
+            return
+        self._last_paint = time.monotonic()
+        update = self.engine.take()
+        if update is not None:
+            self._absorb(update)
+        snap = self.snapshot
+        if snap is None:
+            return
+        dirty, self._dirty = self._dirty, set()
+        rows = []
+        for rid in dirty:
+            view, proc = snap.views.get(rid), snap.procs.get(rid)
+            rows.append(make_row(rid, view, proc, mfu_for(view, proc, snap.devices)))
+        # rows where only rates/times moved are repainted at most every minor_interval (less jitter)
+        later = self.query_one(RunsTable).update_rows(rows, time.monotonic(), self.minor_interval - 0.1)
+        self._mark(later)
+        if self._detail_dirty:
+            if time.monotonic() - self._last_detail >= self.detail_interval:
+                self._detail_dirty = False
+                self._show_detail()
+            else:
+                self._schedule_paint()  # shown at a later paint, at most detail_interval apart
+        self._paint_header()
+        if self._devices_dirty:
+            self._devices_dirty = False
+            self.query_one("#devices", DevicePanel).show(snap.devices)
+
+    def _absorb(self, update: Update) -> None:
+        old = self.snapshot
+        snap = self.snapshot = update.snapshot
+        self._dirty |= update.changed
+        if old is None:
+            self._dirty |= set(snap.run_ids())
+        if update.devices:
+            self._devices_dirty = True
+            if _gpu_names(old) != _gpu_names(snap):
+                self._dirty |= set(snap.run_ids())  # the GPUs (so the peaks) changed: recompute MFU cells
+        if self._selected in update.changed or update.selected:
+            self._detail_dirty = True
+        for err in update.errors:
+            self.notify(err.message, title=f"perfwatch: {err.source}", severity="error", timeout=10)
+        if self._selected is not None and self._selected in update.changed:
+            self.refresh_bindings()  # its state may have changed what applies
+
+    def _mark(self, run_ids: Iterable[str]) -> None:
+        self._dirty.update(run_ids)
+        if self._dirty:
+            self._schedule_paint()
+
+    def _paint_header(self) -> None:
+        snap = self.snapshot
+        if snap is None:
+            text = header_text(self.engine.session.title, self.engine.session.host, ())
+        else:
+            statuses = (status_of(snap.views.get(r), snap.procs.get(r))[0] for r in snap.run_ids())
+            text = header_text(snap.title, snap.host, statuses)
+        if text != self._header:
+            self._header = text
+            self.query_one("#header-bar", Static).update(text, layout=False)
+
+    def _current(self) -> tuple[RunView | None, ProcInfo | None]:
+        snap, rid = self.snapshot, self._selected
+        if snap is None or rid is None:
+            return None, None
+        return snap.views.get(rid), snap.procs.get(rid)
+
+    def _show_detail(self) -> None:
+        rid = self._selected
+        view, proc = self._current()
+        snap = self.snapshot
+        sel = snap.selected if snap is not None and snap.selected.run_id == rid else None
+        tail = sel.tail if sel is not None else ()
+        key = (rid, view.version if view else None, proc, len(tail), tail[-1] if tail else None,
+               id(sel.telemetry) if sel is not None else None)
+        if key == self._shown:
+            return
+        self._shown = key
+        self._last_detail = time.monotonic()
+        findings = [f"{f.severity}: {f.message}" for f in view.findings] if view else []
+        if view is not None and view.compliance_ok is not None and not findings:
+            findings = ["compliance: all MLPerf rules pass so far"]
+        self.query_one(DetailPane).show(view, tail, proc, findings=findings)
+        if sel is not None:
+            self.query_one(RunTelemetry).show(sel.telemetry)
+
+    def on_runs_table_selected(self, message: RunsTable.Selected) -> None:
+        self._selected = self._awaiting = message.run_id
+        self.engine.select(message.run_id)
+        self._show_detail()
+        self.refresh_bindings()
+
+    # ---- keys ---------------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        entry = actions.BY_ACTION.get(action)
+        if entry is None or not entry.run_action:
+            return True
+        if not self.engine.controlled or isinstance(self.app.screen, ModalScreen):
+            return False  # nobody controls these runs: the keys do not exist
+        rid = self._selected
+        if rid is None:
+            return None
+        ok = any(self.engine.can(verb, rid) for verb in entry.verbs)
+        return True if ok else None  # None: shown greyed out
+
+    def _control(self, verb: str) -> None:
+        rid = self._selected
+        if rid is None or not self.engine.act(verb, rid):
+            return
+        self.notify(f"{verb.replace('_', ' ')}: {rid}", timeout=3)
+        self._last_detail = 0.0  # show the outcome in the detail pane at the next paint
+        self.refresh_bindings()
+
+    def action_pause_resume(self) -> None:
+        rid = self._selected
+        if rid is not None:
+            self._control("resume" if self.engine.can("resume", rid) else "pause")
+
+    def action_stop(self) -> None:
+        self._control("stop")
+
+    def action_restart(self) -> None:
+        self._control("restart")
+
+    def action_start_now(self) -> None:
+        self._control("start_now")
+
+    def action_kill(self) -> None:
+        rid = self._selected
+        if rid is None:
+            return
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._control("kill")
+
+        self.app.push_screen(ConfirmScreen(f"Kill {rid}? (SIGKILL to its whole process group)"), answered)
+
+    def action_cycle_sort(self) -> None:
+        self.query_one(RunsTable).action_cycle_sort()
+
+    def action_toggle_log(self) -> None:
+        self.query_one(DetailPane).toggle_class("log-only")
+
+    def action_filter(self) -> None:
+        box = self.query_one("#filter", Input)
+        box.display = True
+        box.focus()
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "filter":
+            self.query_one(RunsTable).set_filter(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "filter":
+            self._close_filter(keep=True)
+
+    def on_key(self, event: events.Key) -> None:
+        box = self.query_one("#filter", Input)
+        if event.key == "escape" and box.has_focus:
+            event.stop()
+            self._close_filter(keep=False)
+
+    def _close_filter(self, keep: bool) -> None:
+        box = self.query_one("#filter", Input)
+        if not keep:
+            box.value = ""
+            self.query_one(RunsTable).set_filter("")
+        box.display = bool(box.value)
+        self.query_one(RunsTable).focus()
+
+
+def _gpu_names(snap: LiveSnapshot | None) -> tuple[str | None, ...]:
+    gpu = snap.devices.gpu if snap is not None and snap.devices is not None else None
+    return tuple(g.name for g in gpu.gpus) if gpu is not None else ()

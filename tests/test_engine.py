@@ -1,0 +1,93 @@
+"""The live engine both front ends drive: real files, a real watcher, its own thread."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+
+import pytest
+from ui_helpers import attach_app, mllog, screen_text, table, until
+
+from perfwatch.core.engine import LiveEngine, attach_session
+
+
+def _wait(cond, what: str, timeout: float = 20.0) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"never happened: {what}")
+
+
+def test_engine_wakes_once_per_update_and_loses_nothing(tmp_path):
+    log = tmp_path / "result_0.txt"
+    log.write_text(mllog("run_start", None, 0))
+    wakes: list[int] = []
+    engine = LiveEngine(attach_session(tmp_path, control=False))
+    engine.start(lambda: wakes.append(threading.get_ident()))
+    try:
+        _wait(lambda: engine.ready.is_set() and wakes, "the first read")
+        first = engine.take()
+        assert first is not None and "result_0" in first.snapshot.views
+        assert first.snapshot.views["result_0"].phase == "running"
+        wakes.clear()
+        for k in range(1, 301):  # 300 appends, nobody takes the updates meanwhile
+            with log.open("a") as fh:
+                fh.write(mllog("eval_accuracy", k / 1000, 1000 * k, epoch_num=k))
+        _wait(lambda: (s := engine.snapshot) is not None and s.views["result_0"].epoch == 300, "the last line")
+        assert len(wakes) == 1, "one wake-up until the update is taken, however many lines arrived"
+        assert wakes[0] != threading.get_ident()  # called on the engine's thread
+        update = engine.take()
+        assert update is not None and update.changed == {"result_0"}
+        assert update.snapshot.views["result_0"].key_counts["eval_accuracy"] == 300
+        assert engine.take() is None  # nothing new since
+    finally:
+        engine.stop()
+
+
+def _run_with_bad_telemetry(tmp_path):
+    run = tmp_path / "mlp.r0"
+    run.mkdir()
+    (run / "mllog.txt").write_text(mllog("run_start", t=1000) + mllog("eval_accuracy", 0.5, t=2000))
+    os.symlink("telemetry.jsonl", run / "telemetry.jsonl")  # a link to itself: unreadable, even for root
+    return run
+
+
+def test_an_unreadable_file_reaches_the_error_channel_once(tmp_path):
+    _run_with_bad_telemetry(tmp_path)
+    engine = LiveEngine(attach_session(tmp_path, control=False), follow_interval=0.05)
+    engine.start(None)
+    try:
+        _wait(engine.ready.is_set, "the first read")
+        engine.select("mlp.r0")
+        _wait(lambda: (s := engine.snapshot) is not None and s.errors, "an error")
+        time.sleep(0.3)  # several more follow passes: the same problem is not repeated
+        snap = engine.snapshot
+        assert snap is not None
+        assert len(snap.errors) == 1
+        err = snap.errors[0]
+        assert err.source == "telemetry"
+        assert f"cannot read {tmp_path / 'mlp.r0' / 'telemetry.jsonl'}" in err.message
+        assert "symbolic links" in err.message  # the OS's reason, not a traceback
+        assert snap.selected.run_id == "mlp.r0" and snap.selected.telemetry == ()
+    finally:
+        engine.stop()
+
+
+@pytest.fixture
+def _config_home(tmp_path, monkeypatch):
+    monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
+
+
+@pytest.mark.usefixtures("_config_home")
+async def test_the_tui_shows_engine_errors_to_the_user(tmp_path):
+    logdir = tmp_path / "logs"
+    logdir.mkdir()
+    _run_with_bad_telemetry(logdir)
+    app = attach_app(logdir, theme="dark")
+    async with app.run_test(size=(120, 40), notifications=True) as pilot:
+        await until(pilot, lambda: table(app).visible_ids == ["mlp.r0"], "the run")
+        await until(pilot, lambda: "cannot read" in screen_text(app), "the error as a notification")
+        assert "symbolic" in screen_text(app)  # the reason (the toast wraps the long path)
