@@ -88,7 +88,7 @@ def test_grid_on_real_report_rows() -> None:
 
     rep = report.build(runbook.load(MOSAIC))
     text = render_grid(baseline_grid(rep.benchmarks, "8xA100_80GB-baseline"))
-    assert "8xA100_80GB-methods   2.71×    2.71×" in text
+    assert "8xA100_80GB-methods   2.71× [2.60–2.85]*    2.71×" in text
 
 
 def test_mila_run_report_has_train_item_stats_after_warmup() -> None:

@@ -28,6 +28,7 @@ from typing import Any
 from perfwatch.core import keys
 from perfwatch.core.mlperf.scores import MS_PER_MINUTE, olympic_score
 from perfwatch.core.model.run import RunView
+from perfwatch.core.results.stats import METHOD, Welch, welch
 from perfwatch.core.results.summary import group_of, score_group
 
 BOOTSTRAP_ROUNDS = 2000
@@ -67,6 +68,7 @@ class Comparison:
     median_ratio: float | None
     interval: tuple[float, float] | None  # bootstrap percentile interval of the speed-up
     note: str
+    welch: Welch | None = None  # 95 % interval, significance and runs needed (results/stats.py)
 
     def to_json(self) -> dict[str, Any]:
         def side(s: Side | None) -> dict[str, Any] | None:
@@ -81,7 +83,8 @@ class Comparison:
         return {"benchmark": self.benchmark, "a": side(self.a), "b": side(self.b), "speedup": self.speedup,
                 "energy_ratio": _ratio(ea, eb),
                 "median_ratio": self.median_ratio,
-                "interval90": list(self.interval) if self.interval else None, "note": self.note}
+                "interval90": list(self.interval) if self.interval else None,
+                "ci95": self.welch.to_json() if self.welch else None, "note": self.note}
 
 
 def _minutes(view: RunView) -> float | None:
@@ -170,8 +173,24 @@ def compare(views_a: Iterable[RunView], views_b: Iterable[RunView], label_a: str
             continue
         speedup = _ratio(a.score, b.score)
         note = "" if speedup is not None else "no olympic score on one side: " + (a.note or b.note)
-        out.append(Comparison(bench, a, b, speedup, _ratio(a.median, b.median), bootstrap_interval(a, b), note))
+        out.append(Comparison(bench, a, b, speedup, _ratio(a.median, b.median), bootstrap_interval(a, b), note,
+                              welch_of(a, b)))
     return out
+
+
+def welch_of(a: Side, b: Side) -> Welch | None:
+    """Welch's 95 % interval of A/B over each side's converged runs (times × their folder's scaling)."""
+    return welch([m * a.scaling for m in a.minutes], [m * b.scaling for m in b.minutes])
+
+
+def welch_text(w: Welch | None) -> str:
+    if w is None:
+        return "95% interval: needs 2 converged runs a side"
+    p = "p < 1e-6" if w.p_value < 1e-6 else f"p = {w.p_value:.2g}"
+    verdict = f"significant ({p})" if w.significant else f"not significant ({p})"
+    need = (f"; about {w.runs_needed} runs per side resolve a {fmt_x(w.ratio)} difference (80% power)"
+            if w.runs_needed else "")
+    return f"95% interval {fmt_x(w.low)}–{fmt_x(w.high)} ({METHOD}), {verdict}{need}"
 
 
 def fmt_x(ratio: float | None) -> str:
@@ -195,6 +214,7 @@ def render_comparisons(rows: Sequence[Comparison]) -> str:
             if c.interval:
                 spread += f", 90% bootstrap interval {fmt_x(c.interval[0])}–{fmt_x(c.interval[1])}"
             lines.append(f"  spread across seeds: {spread}")
+            lines.append(f"  {welch_text(c.welch)}")
         ea, eb = (c.a.energy_median if c.a else None), (c.b.energy_median if c.b else None)
         if ea is not None or eb is not None:
             def kj(v: float | None) -> str:
@@ -223,10 +243,14 @@ def baseline_grid(benchmarks: Sequence[Mapping[str, Any]], baseline: str) -> dic
     Each cell is `baseline_minutes / row_minutes` (baseline = 1.00, > 1 faster).
     """
     rows: dict[str, dict[str, float | None]] = {}
+    runs: dict[str, dict[str, list[float]]] = {}
     for b in benchmarks:
         folder = str(b.get("folder") or "")
         bench = str(b.get("benchmark") or folder)
-        rows.setdefault(row_of(folder, bench), {})[bench] = b.get("score_minutes")
+        row = row_of(folder, bench)
+        rows.setdefault(row, {})[bench] = b.get("score_minutes")
+        factor = b.get("scaling_factor") or 1.0
+        runs.setdefault(row, {})[bench] = [m * factor for m in b.get("run_minutes") or ()]
     base = _resolve_baseline(baseline, rows, benchmarks)
     if base is None:
         known = ", ".join(sorted(rows)) or "none"
@@ -239,9 +263,13 @@ def baseline_grid(benchmarks: Sequence[Mapping[str, Any]], baseline: str) -> dic
         cells = {bench: _ratio(ref.get(bench), rows[row].get(bench)) for bench in names}
         present = [r for r in cells.values() if r is not None and r > 0]
         geomean = math.exp(math.fsum(math.log(r) for r in present) / len(present)) if present else None
+        tests = {bench: welch(runs[base].get(bench, []), runs[row].get(bench, [])) if row != base else None
+                 for bench in names}
         grid_rows.append({"row": row, "minutes": {b: rows[row].get(b) for b in names}, "ratio": cells,
-                          "geomean": geomean})
-    return {"baseline": base, "benchmarks": names, "rows": grid_rows}
+                          "geomean": geomean,
+                          "ci95": {b: [w.low, w.high] if w else None for b, w in tests.items()},
+                          "significant": {b: w.significant if w else None for b, w in tests.items()}})
+    return {"baseline": base, "benchmarks": names, "rows": grid_rows, "ci_method": METHOD}
 
 
 def _resolve_baseline(name: str, rows: Mapping[str, Any], benchmarks: Sequence[Mapping[str, Any]]) -> str | None:
@@ -268,12 +296,21 @@ def render_grid(grid: Mapping[str, Any]) -> str:
         return str(grid["error"])
     names: list[str] = list(grid["benchmarks"])
     head = ["row", *names, "geomean"]
-    body = [[r["row"], *(fmt_x(r["ratio"][b]) for b in names), fmt_x(r["geomean"])] for r in grid["rows"]]
+    body = [[r["row"], *(_grid_cell(r, b) for b in names), fmt_x(r["geomean"])] for r in grid["rows"]]
     widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(head)]
     lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths, strict=True)))
              for row in [head, *body]]
     lines.insert(1, "  ".join("-" * w for w in widths))
-    return f"speed-up vs baseline {grid['baseline']} (time-to-train, baseline = 1.00×)\n" + "\n".join(lines)
+    return (f"speed-up vs baseline {grid['baseline']} (time-to-train, baseline = 1.00×; [95% interval, "
+            f"{grid.get('ci_method', METHOD)}], * significant)\n" + "\n".join(lines))
+
+
+def _grid_cell(row: Mapping[str, Any], bench: str) -> str:
+    text = fmt_x(row["ratio"][bench])
+    ci = (row.get("ci95") or {}).get(bench)
+    if ci:
+        text += f" [{ci[0]:.2f}–{ci[1]:.2f}]" + ("*" if (row.get("significant") or {}).get(bench) else "")
+    return text
 
 
 # ---- Mila-style per-run report -------------------------------------------------------------------------------

@@ -153,6 +153,8 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
                 "runs": scored.runs,
                 "converged": scored.converged,
                 "dropped": list(scored.dropped),
+                "run_minutes": sorted(v.time_to_train_ms / MS_PER_MINUTE for v in members
+                                      if v.converged and v.time_to_train_ms),
                 "olympic_minutes": scored.olympic_minutes,
                 "scaling_factor": scored.scaling_factor if math.isfinite(scored.scaling_factor) else None,
                 "score_minutes": scored.score_minutes,
