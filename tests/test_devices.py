@@ -162,3 +162,24 @@ def test_a_torchrun_run_gets_a_gpu_per_rank(tmp_path: Path, owned: list[Schedule
     assert p["one.r0"].devices == (2,)
     s.stop_all()
     assert wait_for(lambda: s.done, tick=s.poll)
+
+
+# ---- the shipped GPU campaign -------------------------------------------------------------------------
+def test_gpu_campaign_plans_one_gpu_per_run_and_is_refused_without_one(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    monkeypatch.chdir(ROOT)
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
+    monkeypatch.setattr(process, "detect_gpus", lambda: (0,))  # an H100 machine: one GPU
+    assert main(["launch", "workloads/gpu.yaml", "--dry-run", "--logdir", str(tmp_path / "x")]) == 0
+    out = capsys.readouterr().out
+    plan = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and ".r" in line.split()[0]}
+    assert len(plan) == 8
+    assert plan["mlp-fp32.r0"].rstrip().endswith("gpu 0, timeout 300s, stall 120s, exit at eval_accuracy ≥ 0.9")
+    assert all("gpu: first free of 0" in plan[r] for r in plan if r != "mlp-fp32.r0")  # the rest queue for it
+    assert "--preset gpu --device cuda --precision fp32" in out and "--preset gpu --device cuda --precision bf16" in out
+    c = load_campaign(ROOT / "workloads" / "gpu.yaml", base=ROOT, gpus=(0,))
+    assert c.baseline == "mlp-fp32" and {r.devices for r in c.runs} == {1}
+    assert {r.seed for r in c.runs if r.job.startswith("mlp")} == {0, 1, 2}
+    monkeypatch.setattr(process, "detect_gpus", lambda: ())  # CI: no GPU
+    assert main(["launch", "workloads/gpu.yaml", "--dry-run"]) == 2
+    assert "workloads/gpu.yaml:15: defaults.devices: needs 1 GPU(s) per run; this machine has none" in capsys.readouterr().err
