@@ -261,6 +261,7 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
     stop_runs = stop_on_interrupt and not read_only
     next_status = time.time() + status_every
     views: Mapping[str, RunView] = {}
+    shown_problem: str | None = None
     with _Driver(engine, out, tick) as drive:
         while True:
             update = drive.next()
@@ -268,6 +269,11 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
             procs = snap.procs if snap is not None else {}
             views = snap.views if snap is not None else views
             printer.changes(procs, views)
+            problem = getattr(ctl, "write_error", None)  # the owner could not write perfwatch.json
+            if problem != shown_problem:
+                printer.line(f"cannot write perfwatch.json: {problem}; the runs go on, retrying" if problem
+                             else "perfwatch.json written again")
+                shown_problem = problem
             if drive.interrupted:
                 break
             if procs and all(p.state.terminal for p in procs.values()):

@@ -178,6 +178,10 @@ class Proc:
     popen: subprocess.Popen[bytes] | None = None
     returncode: int | None = field(default=None)
     exit_record: dict | None = None  # exit.json as read when the run ended
+    unknown: bool = False  # ended, but neither waitpid nor exit.json can say how
+    # every process seen below the supervisor (pid -> create time), kept while the run lives: a
+    # grandchild that setsid()s and outlives its parents is still found and signalled
+    known: dict[int, float] = field(default_factory=dict)
 
     @property
     def pgid(self) -> int:
@@ -186,14 +190,46 @@ class Proc:
     def is_ours(self) -> bool:
         return same_process(self.pid, self.create_time)
 
+    def track(self) -> bool:
+        """Record the run's current descendants (call while it lives); True if the set changed."""
+        before = set(self.known)
+        try:
+            for p in psutil.Process(self.pid).children(recursive=True):
+                with contextlib.suppress(psutil.Error):
+                    self.known.setdefault(p.pid, p.create_time())
+        except psutil.Error:
+            pass
+        self.known = {pid: t for pid, t in self.known.items() if same_process(pid, t)}
+        return set(self.known) != before
+
+    def escaped(self) -> list[psutil.Process]:
+        """The run's processes outside its process group (setsid/setpgid), current and recorded."""
+        self.track()
+        out = []
+        for pid, created in self.known.items():
+            with contextlib.suppress(psutil.Error, OSError):
+                if os.getpgid(pid) != self.pgid and same_process(pid, created):
+                    out.append(psutil.Process(pid))
+        return out
+
+    def signal_escaped(self, sig: int, procs: list[psutil.Process] | None = None) -> None:
+        for p in self.escaped() if procs is None else procs:
+            with contextlib.suppress(psutil.Error):
+                p.send_signal(sig)  # psutil checks the pid still names the same process
+
     def signal(self, sig: int) -> bool:
-        """Send `sig` to the group if its leader is still ours; False if it is gone or reused."""
+        """Send `sig` to the group and to the run's processes that left it, if the leader is still ours.
+
+        False if the leader is gone or its pid was reused (then nothing is signalled).
+        """
         if not self.is_ours() and not (self.popen is not None and self.popen.returncode is None):
             return False
+        escaped = self.escaped()  # before the group dies: a SIGKILLed supervisor no longer holds them
         try:
             os.killpg(self.pgid, sig)
         except (ProcessLookupError, PermissionError):
             return False
+        self.signal_escaped(sig, escaped)
         return True
 
     def poll(self) -> int | None:
@@ -215,8 +251,9 @@ class Proc:
                 code = -int(signal.Signals[record["signal"]])
             elif record.get("exit_code") is not None:
                 code = int(record["exit_code"])
-        if code is None:
-            code = -int(signal.SIGKILL)  # gone without a record: the supervisor itself was killed
+        if code is None:  # re-adopted, gone, no exit.json (not written: full disk; or the supervisor was killed)
+            self.unknown = True
+            code = -int(signal.SIGKILL)
         if code > 128 and record is None:
             code = -(code - 128)
         self.returncode = code

@@ -118,6 +118,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
     paused_total: float = 0.0
     paused_at: float | None = None  # when the current pause began
     slot: int | None = None  # its CPU share (isolate: per_device)
+    descendants: list[tuple[int, float]] = msgspec.field(default_factory=list)  # (pid, create time) below it
     intent: RunState | None = None
     env_delta: dict[str, str] | None = None  # what the scheduler added to perfwatch's environment
     cache_clear: dict[str, Any] | None = None  # this attempt's cache clear, from exit.json

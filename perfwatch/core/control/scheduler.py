@@ -41,6 +41,7 @@ def storage_problem(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+TRACK_EVERY = 1.0  # s between snapshots of a live run's process tree
 AT_TARGET_GRACE = 3.0  # s a workload gets to stop by itself after its log says target reached
 
 
@@ -66,6 +67,7 @@ class _Run:
     active_at: float = 0.0
     target_seen_at: float | None = None
     priority: bool = False
+    tracked_at: float = 0.0
 
 
 class Untrusted(Exception):
@@ -192,6 +194,7 @@ class Scheduler:
             return run
         if state.alive and rec.pid and rec.create_time:
             run.proc = launch.adopt(rec.pid, rec.create_time, folder)
+            run.proc.known = {int(pid): float(t) for pid, t in rec.descendants}
             run.intent = rec.intent
             run.state = RunState.PAUSED if run.proc.status() == psutil.STATUS_STOPPED else RunState.RUNNING
             if state is RunState.STOPPING:
@@ -358,6 +361,10 @@ class Scheduler:
         if code is not None:
             self._finish(run, code, now)
             return
+        if now - run.tracked_at >= TRACK_EVERY:  # the run's process tree, on disk for a take-over
+            run.tracked_at = now
+            if run.proc.track():
+                self._dirty = True
         if run.state is RunState.STOPPING:
             if run.kill_at is not None and now >= run.kill_at:
                 run.kill_at = None
@@ -394,12 +401,17 @@ class Scheduler:
         if leftovers:  # the workload's own children outlived it: no orphans
             with contextlib.suppress(OSError):
                 os.killpg(run.proc.pgid, signal.SIGKILL)
-        run.exit_code, run.ended_at, run.kill_at = code, now, None
+        run.proc.signal_escaped(signal.SIGKILL)  # and none that setsid()'d away from the group
+        run.exit_code, run.ended_at, run.kill_at = (None if run.proc.unknown else code), now, None
         what = launch.describe_exit(code)
         clear = (run.proc.exit_record or {}).get("cache_clear")
         run.record.cache_clear = clear if isinstance(clear, dict) else None  # this attempt's cache clear: argv, exit status, times
         reason: str | None
-        if run.intent is None and isinstance(clear, dict) and clear.get("reason"):
+        if run.proc.unknown:
+            what = "exit status unknown: no exit.json (it could not be written, or its supervisor was killed)"
+        if run.proc.unknown and run.intent is None:
+            state, reason = RunState.UNKNOWN, what
+        elif run.intent is None and isinstance(clear, dict) and clear.get("reason"):
             state, reason = RunState.FAILED, str(clear["reason"])
         elif run.intent is RunState.SUCCEEDED:
             state, reason = RunState.SUCCEEDED, run.reason
@@ -511,18 +523,15 @@ class Scheduler:
             rec.pid, rec.pgid = (p.pid, p.pgid) if p else (None, None)
             rec.create_time, rec.host = (p.create_time, socket.gethostname()) if p else (None, None)
             rec.paused_at, rec.slot = run.paused_at, run.slot
+            rec.descendants = sorted((pid, t) for pid, t in p.known.items()) if p and run.state.alive else []
         self.data.runs = [r.record for r in self.runs.values()]
         try:
             registry.write(self.logdir, self.data)
         except OSError as exc:  # disk full, quota, read-only remount: say so, keep going, retry next poll
             self._dirty = True
             problem = storage_problem(exc)
-            if problem != self.write_error:
-                self.write_error = problem
-                self.events.append(("", RunState.UNKNOWN, f"cannot write perfwatch.json: {problem}; retrying"))
+            self.write_error = problem
             return False
-        if self.write_error is not None:
-            self.events.append(("", RunState.UNKNOWN, "perfwatch.json written again"))
         self.write_error = None
         self._dirty = False
         return True

@@ -18,6 +18,8 @@ the run is stopped meanwhile, the workload is never started.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import ctypes
 import json
 import os
 import resource
@@ -29,6 +31,63 @@ import time
 from pathlib import Path
 
 from perfwatch.core.layout import write_json_atomic
+
+
+def _record(exit_file: Path, record: dict[str, object]) -> None:
+    """Write exit.json; a full disk must not turn the workload's exit status into a traceback.
+
+    The supervisor's own exit status still mirrors the workload's, so a perfwatch that started
+    the run knows it; one that re-adopts it later finds no exit.json and shows `unknown`.
+    """
+    try:
+        write_json_atomic(exit_file, record)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            print(f"perfwatch: cannot write {exit_file.name}: {exc.strerror or exc}", file=sys.stderr, flush=True)
+
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def become_subreaper() -> bool:
+    """Orphans of the run (a daemon that double-forked and called setsid) reparent to this supervisor,
+    not to init, so the whole tree stays findable below it (Linux prctl; False elsewhere)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return int(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def descendants(root: int) -> list[int]:
+    """Every live process below `root` (from /proc: this module imports only the standard library)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2:].split()
+        if fields and fields[0] != b"Z":
+            children.setdefault(int(fields[1]), []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        for pid in children.get(todo.pop(), []):
+            out.append(pid)
+            todo.append(pid)
+    return out
+
+
+def signal_tree(sig: int, *, escaped_only: bool) -> None:
+    """Send `sig` to this run's descendants (only those that left the process group, if asked)."""
+    me, group = os.getpid(), os.getpgrp()
+    for pid in descendants(me):
+        with contextlib.suppress(OSError):
+            if not escaped_only or os.getpgid(pid) != group:
+                os.kill(pid, sig)
 
 
 def _cgroup_limit(mem_bytes: int) -> bool:
@@ -97,7 +156,7 @@ def _not_started(record: dict[str, object], exit_file: Path, received: list[int]
     if received:  # stopped by the user (or perfwatch) before the workload started
         name = signal.Signals(received[0]).name
         record.update(exit_code=None, signal=name, ended_at=time.time(), workload_started=False)
-        write_json_atomic(exit_file, record)
+        _record(exit_file, record)
         return 128 + received[0]
     # timeout(1)'s 124 for a timeout, 128+N for a signal, else the command's own status
     code = 124 if clear["timed_out"] else clear["exit_code"]
@@ -105,7 +164,7 @@ def _not_started(record: dict[str, object], exit_file: Path, received: list[int]
         code = 128 + int(signal.Signals[str(clear["signal"])])
     print(f"perfwatch: {clear['reason']}", file=sys.stderr, flush=True)
     record.update(exit_code=code, signal=None, ended_at=time.time(), workload_started=False)
-    write_json_atomic(exit_file, record)
+    _record(exit_file, record)
     return code
 
 
@@ -122,9 +181,15 @@ def main(argv: list[str] | None = None) -> int:
     if not cmd:
         parser.error("no command after --")
     received: list[int] = []
+
+    def note(signum: int, _frame: object) -> None:
+        received.append(signum)
+        signal_tree(signum, escaped_only=True)  # the group got it from killpg; setsid()'d ones did not
+
+    become_subreaper()
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
         # a handler (not SIG_IGN): the workload gets default dispositions back at exec
-        signal.signal(sig, lambda signum, _frame: received.append(signum))
+        signal.signal(sig, note)
     started = time.time()
     record: dict[str, object] = {"started_at": started, "argv": cmd, "runner_pid": os.getpid()}
     try:
@@ -137,17 +202,18 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         print(f"perfwatch: cannot start {cmd[0]!r}: {exc}", file=sys.stderr, flush=True)
         record.update(exit_code=127, signal=None, ended_at=time.time(), error=str(exc))
-        write_json_atomic(args.exit_file, record)
+        _record(args.exit_file, record)
         return 127
     record["child_pid"] = child.pid
     code = child.wait()
+    signal_tree(signal.SIGKILL, escaped_only=False)  # the run is over: nothing it started outlives it
     record.update(
         exit_code=code if code >= 0 else None,
         signal=signal.Signals(-code).name if code < 0 else None,
         ended_at=time.time(),
         signals_received=[signal.Signals(s).name for s in received],
     )
-    write_json_atomic(args.exit_file, record)
+    _record(args.exit_file, record)
     return code if code >= 0 else 128 - code
 
 
