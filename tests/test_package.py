@@ -191,3 +191,60 @@ def test_package_a_real_workload_run(tmp_path: Path) -> None:
     from perfwatch.core.mlperf.live_checks import check_events
 
     assert check_events(parse_path(str(run / "mllog.txt"))[0]).passed is True
+
+
+def _grid_logdir(tmp_path: Path) -> Path:
+    """A real campaign plan (perfwatch.json from the scheduler) over a 2-point grid, 3 repeats each,
+    whose runs' mllog.txt are real llama2_70b_lora logs."""
+    from test_launch_helpers import scheduler
+
+    sched = scheduler(tmp_path, """
+        name: grid
+        defaults: {repeat: 3}
+        jobs:
+          - name: lora
+            cmd: [python, -c, "pass"]
+            benchmark: llama2_70b_lora
+            args: {--lr: [0.0004, 0.0005]}
+        """)
+    sched.close(stop_runs=False)
+    logdir = tmp_path / "logdir"
+    ids = sorted(r["run_id"] for r in json.loads((logdir / "perfwatch.json").read_text())["runs"])
+    assert len(ids) == 6
+    for i, rid in enumerate(ids):
+        (logdir / rid).mkdir(parents=True, exist_ok=True)
+        (logdir / rid / "mllog.txt").write_bytes((LLAMA / f"result_{i}.txt").read_bytes())
+    return logdir
+
+
+def test_grid_points_are_separate_systems_never_repetitions(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    logdir = _grid_logdir(tmp_path)
+    out = tmp_path / "sub"
+    r = package(logdir, out, submitter="perfwatch", system="sys", run_checks=False)
+    by_system: dict[str, list[str]] = {}
+    for p in r.placed:
+        by_system.setdefault(p.dest.split("/")[1], []).append(p.run_id)
+    assert set(by_system) == {"sys_lr0.0004", "sys_lr0.0005"}, by_system
+    for system, run_ids in by_system.items():
+        lr = system.removeprefix("sys_")
+        assert sorted(run_ids) == [f"lora.{lr}.r{i}" for i in range(3)]
+        assert sorted(p.name for p in (out / "results" / system / "llama2_70b_lora").iterdir()) == \
+            [f"result_{i}.txt" for i in range(3)]
+        assert json.loads((out / "systems" / f"{system}.json").read_text())["system_name"] == system
+    assert r.systems == ["sys_lr0.0004", "sys_lr0.0005"]
+    assert any("2 configurations" in n and "lr0.0004 -> sys_lr0.0004" in n for n in r.notes)
+
+
+def test_results_tree_keeps_each_system_apart(tmp_path: Path) -> None:
+    """MosaicML's baseline and methods bert: two configurations, two systems, 10 repetitions each."""
+    r = package(DATA / "v2.1/MosaicML/results", tmp_path / "o", submitter="MosaicML", system="a100",
+                run_checks=False)
+    systems = sorted({p.dest.split("/")[1] for p in r.placed})
+    assert systems == ["a100_8xA100_80GB-baseline", "a100_8xA100_80GB-methods"]
+    for s in systems:
+        kind = s.removeprefix("a100_")
+        files = sorted((tmp_path / "o/results" / s / "bert").iterdir())
+        assert len(files) == 10
+        sources = {p.source for p in r.placed if p.dest.split("/")[1] == s}
+        assert all(f"/{kind}/" in src for src in sources)

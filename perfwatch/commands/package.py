@@ -33,8 +33,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def render(r: PackageResult) -> str:
-    lines = [f"packaged {len(r.placed)} run(s) into {r.out} (system {r.system}, ruleset {r.ruleset}, "
-             f"division {r.division})"]
+    systems = ", ".join(r.systems or [r.system])
+    lines = [f"packaged {len(r.placed)} run(s) into {r.out} (system{'s' if len(r.systems) > 1 else ''} {systems}, "
+             f"ruleset {r.ruleset}, division {r.division})"]
     for p in r.placed:
         lines.append(f"  {p.dest}  <-  {p.run_id}")
     state = "written" if r.system_json_written else "kept (already there)"

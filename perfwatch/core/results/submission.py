@@ -6,7 +6,12 @@ Layout (MLPerf Training, as Composer's MLPerfCallback also writes it):
     OUT/systems/<system>.json                       every field system_desc_checker requires
 
 Result files are byte copies of the run logs: a submission is the logs as the
-runs wrote them. Two rules protect the user (R7):
+runs wrote them. Repetitions of one result are runs of one configuration: in a
+perfwatch LOGDIR a job's grid point (perfwatch.json's `group`: the run id less
+its `.rN`), in a results tree a system's benchmark folder. When a benchmark was
+run in several configurations, each gets its own system, `<system>_<label>`
+(the grid point's label, else the job or the source system), with its own
+systems/<system>.json: configurations are never mixed as repetitions. Two rules protect the user (R7):
 - nothing is written outside OUT whatever the logs or options say: every path
   component is reduced to `[A-Za-z0-9._+-]` without a leading dot, every folder
   is checked to resolve inside OUT (a symlink planted in OUT is refused), and
@@ -71,6 +76,7 @@ class PackageResult:
     compliance: list[CheckResult] = field(default_factory=list)
     system_check: Verdict | None = None
     package_check: Verdict | None = None
+    systems: list[str] = field(default_factory=list)  # one per configuration (see module docstring)
 
     @property
     def passed(self) -> bool:
@@ -82,7 +88,8 @@ class PackageResult:
         def verdict(v: Verdict | None) -> dict[str, object] | None:
             return None if v is None else {"passed": v.passed, "command": v.command, "log": list(v.lines)}
         return {
-            "out": str(self.out), "system": self.system, "ruleset": self.ruleset, "division": self.division,
+            "out": str(self.out), "system": self.system, "systems": self.systems or [self.system],
+            "ruleset": self.ruleset, "division": self.division,
             "results": [{"run_id": p.run_id, "source": p.source, "benchmark": p.benchmark, "file": p.dest}
                         for p in self.placed],
             "system_json": self.system_json, "system_json_written": self.system_json_written,
@@ -169,12 +176,25 @@ def package(logdir: str | Path, out: str | Path, *, submitter: str, system: str 
     sys_name = safe_component(wanted, "system") if wanted else default_system_name(views, gpu)
     if wanted and sys_name != wanted:
         notes.append(f"system name {wanted!r} written as {sys_name!r} (path-safe characters only)")
-    rs = ruleset or ruleset_for(Path(views[0].path), views[0].benchmark)
+    rs = ruleset or ruleset_for(Path(views[0].path), views[0].benchmark, None, views[0].first_time_ms)
+    config_of, labels = configurations(views, reg)
+    per_bench: dict[str, set[str]] = {}
+    for v in views:
+        per_bench.setdefault(str(v.benchmark), set()).add(config_of[v.run_id])
+    systems: dict[str, str] = {}  # configuration -> system name
+    for bench, configs in sorted(per_bench.items()):
+        for config in sorted(configs):
+            name = sys_name if len(configs) == 1 else safe_component(f"{sys_name}_{labels[config]}", sys_name)
+            systems.setdefault(config, name)
+        if len(configs) > 1:
+            notes.append(f"{bench} ran in {len(configs)} configurations, each packaged as its own system: "
+                         + ", ".join(f"{labels[c]} -> {systems[c]}" for c in sorted(configs)))
 
     # plan every file first: refuse before writing anything
     placed: list[Placed] = []
-    counters: Counter[str] = Counter()
-    for v in sorted(views, key=lambda v: (v.benchmark or "", _natural(v.run_id))):
+    counters: Counter[tuple[str, str]] = Counter()
+    for v in sorted(views, key=lambda v: (v.benchmark or "", config_of[v.run_id], _natural(v.run_id))):
+        system_name = systems[config_of[v.run_id]]
         bench = safe_component(v.benchmark, "benchmark")
         if bench != v.benchmark:
             notes.append(f"benchmark {v.benchmark!r} of {v.run_id} written as {bench!r}")
@@ -182,14 +202,16 @@ def package(logdir: str | Path, out: str | Path, *, submitter: str, system: str 
             logged = v.division if key == "division" else v.org
             if logged and logged != value:
                 notes.append(f"{v.run_id} logs submission_{key} {logged!r} but the package says {value!r}")
-        n = counters[bench]
-        counters[bench] += 1
-        placed.append(Placed(v.run_id, v.path, bench, f"results/{sys_name}/{bench}/result_{n}.txt"))
+        n = counters[system_name, bench]
+        counters[system_name, bench] += 1
+        placed.append(Placed(v.run_id, v.path, bench, f"results/{system_name}/{bench}/result_{n}.txt"))
     clashes = [p.dest for p in placed if (out / p.dest).exists() or (out / p.dest).is_symlink()]
     if clashes:
         raise PackageError("refusing to overwrite existing result files: " + ", ".join(clashes)
                            + " (package into an empty --out, or move them away)")
-    sys_rel = f"systems/{sys_name}.json"
+    used = sorted({p.dest.split("/")[1] for p in placed})
+    sys_rels = [f"systems/{name}.json" for name in used]
+    sys_rel = sys_rels[0]
 
     out.mkdir(parents=True, exist_ok=True)
     for p in placed:
@@ -199,19 +221,26 @@ def package(logdir: str | Path, out: str | Path, *, submitter: str, system: str 
             raise PackageError(f"cannot read {p.source}: {exc.strerror}") from exc
         _write_new(out, tuple(p.dest.split("/")), data)
     logged_device = Counter(str(v.params.get(keys.DEVICE) or "") for v in views).most_common(1)[0][0]
-    desc = describe_host(submitter=submitter, division=division, status=status, system_name=sys_name,
-                         ruleset=rs, storage_path=out, gpu=gpu,
-                         accelerators=None if gpu or _on_cpu(views) else max(v.world_size or 1 for v in views),
-                         device_name=logged_device if logged_device.lower() not in ("", "cpu", "cuda") else None)
-    written = not (out / sys_rel).exists()
-    if written:
-        _write_new(out, tuple(sys_rel.split("/")), (json.dumps(desc.fields, indent=4) + "\n").encode())
-    else:
-        notes.append(f"kept the existing {sys_rel}")
-    result = PackageResult(out, sys_name, rs, division, placed, sys_rel, written, desc.unknown, notes)
+    written_any = False
+    unknown: tuple[str, ...] = ()
+    for name, rel in zip(used, sys_rels, strict=True):
+        desc = describe_host(submitter=submitter, division=division, status=status, system_name=name,
+                             ruleset=rs, storage_path=out, gpu=gpu,
+                             accelerators=None if gpu or _on_cpu(views) else max(v.world_size or 1 for v in views),
+                             device_name=logged_device if logged_device.lower() not in ("", "cpu", "cuda") else None)
+        unknown = desc.unknown
+        if not (out / rel).exists():
+            _write_new(out, tuple(rel.split("/")), (json.dumps(desc.fields, indent=4) + "\n").encode())
+            written_any = written_any or rel == sys_rel  # the first system's file (PackageResult.system_json)
+        else:
+            notes.append(f"kept the existing {rel}")
+    result = PackageResult(out, used[0], rs, division, placed, sys_rel, written_any, unknown, notes)
+    result.systems = used
     if run_checks:
         result.compliance = [check_file(out / p.dest, ruleset=rs) for p in placed]
-        result.system_check = check_system_json(out / sys_rel, rs)
+        checks = [check_system_json(out / rel, rs) for rel in sys_rels]
+        failed = next((c for c in checks if c.passed is False), None)
+        result.system_check = failed or checks[0]
         unsafe = [p.dest for p, c in zip(placed, result.compliance, strict=True) if (c.error or "").startswith("not run:")]
         if unsafe:  # the package checker would run the compliance checker on them: never
             result.package_check = Verdict("package_checker", False, (
@@ -219,6 +248,32 @@ def package(logdir: str | Path, out: str | Path, *, submitter: str, system: str 
         else:
             result.package_check = check_package(out, rs, {p.benchmark for p in placed})
     return result
+
+
+def configurations(views: list[RunView], reg: registry.Registry | None) -> tuple[dict[str, str], dict[str, str]]:
+    """Each run's configuration key, and a short label per configuration for the system name suffix.
+
+    A launched run: its perfwatch.json `group` (job + grid point), labelled by the grid point
+    (`bs64_lr0.1`), else the job name. Any other run: its results folder, labelled by the system
+    folder above the benchmark (`8xA100_80GB-methods`), else the folder.
+    """
+    from perfwatch.core.results.comparison import row_of
+    from perfwatch.core.results.summary import group_of
+
+    records = {r.run_id: r for r in reg.runs} if reg is not None else {}
+    config_of: dict[str, str] = {}
+    labels: dict[str, str] = {}
+    for v in views:
+        rec = records.get(v.run_id)
+        if rec is not None:
+            key = rec.group or group_of(v)
+            label = key[len(rec.job) + 1:] if rec.job and key.startswith(rec.job + ".") else (rec.job or key)
+        else:
+            key = group_of(v)
+            label = row_of(key, v.benchmark)
+        config_of[v.run_id] = key
+        labels.setdefault(key, label.replace("/", "_") or "default")
+    return config_of, labels
 
 
 def _natural(text: str) -> tuple[tuple[int, int | str], ...]:
