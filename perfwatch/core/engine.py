@@ -29,9 +29,10 @@ from perfwatch.core.control.campaign import Campaign
 from perfwatch.core.control.controller import ClientController, Controller, ProcInfo
 from perfwatch.core.control.scheduler import Scheduler, Untrusted
 from perfwatch.core.ingest.discover import discover
+from perfwatch.core.ingest.tail import LineBatch
 from perfwatch.core.ingest.watch import LogWatcher
 from perfwatch.core.layout import RUN_LOGS, TELEMETRY_FILE
-from perfwatch.core.model.book import RunBook
+from perfwatch.core.model.book import RunBook, iter_line_batches
 from perfwatch.core.model.view import RunView
 from perfwatch.core.telemetry.follow import TelemetryFollower
 from perfwatch.core.telemetry.types import Sampler, Snapshot
@@ -108,8 +109,9 @@ def reread(session: Session) -> RunBook:
     """Every log of the session read once from disk (final tables never miss the watcher's last batch)."""
     book = RunBook(session.book.root, ruleset=session.book.ruleset, targets=session.book.targets)
     for path in discover(session.book.root):
-        try:
-            book.feed_file(path, path.read_bytes())
+        try:  # streamed in 1 MiB batches, as `report` reads: a 600 MB log never sits in memory whole
+            for lines in iter_line_batches(path):
+                book.apply([LineBatch(str(path), lines, False)])
         except OSError:
             continue
     return book

@@ -212,11 +212,13 @@ class _Driver:
 def follow_logs(session: Session, out: TextIO, *, tick: float = 0.25, status_every: float = 15.0,
                 once: bool = False) -> int:
     """Logs nobody controls: follow them until every run has logged run_stop (see module docstring)."""
-    engine = LiveEngine(session, controller=None)
     printer = _Printer(out, time.time())
-    logs = _LogPrinter(printer)
     mode = "one pass" if once else "following until every run has logged run_stop; Ctrl-C to stop"
     printer.line(f"{session.title}: {session.logdir} (logs only, {mode})")
+    if once:  # one streamed pass, as `report` reads: no watcher queue holding a whole log's batches
+        return 0 if _report_logs(session, printer, out) else 1
+    engine = LiveEngine(session, controller=None, watch_min_interval=tick)  # coalesced reads, as the TUI
+    logs = _LogPrinter(printer)
     with _Driver(engine, out, tick) as drive:
         while not engine.ready.is_set() and not drive.interrupted:
             drive.next()  # the backlog: every existing file from its start
@@ -255,7 +257,7 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
         if once or registry.read(session.logdir) is None:
             return follow_logs(session, out, tick=tick, status_every=status_every, once=once)
         ctl, read_only = ClientController(session.logdir), True  # --no-control: follow perfwatch.json
-    engine = LiveEngine(session, controller=ctl, control_interval=tick)
+    engine = LiveEngine(session, controller=ctl, control_interval=tick, watch_min_interval=tick)
     printer = _Printer(out, time.time())
     printer.line(f"{session.title}: {session.logdir}" + (" (watch only)" if read_only else ""))
     stop_runs = stop_on_interrupt and not read_only

@@ -6,18 +6,51 @@ re-exports `discover` for its readers. The name rule itself is `layout.is_log_na
 
 from __future__ import annotations
 
+import fcntl
 import os
+import stat
 from pathlib import Path
+from typing import BinaryIO
 
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name
 
-__all__ = ["discover"]
+__all__ = ["NotRegular", "discover", "is_regular", "open_regular"]
+
+
+class NotRegular(OSError):
+    """A log name that is a FIFO, a device, a socket or a folder (or a symlink to one): never read."""
+
+
+def is_regular(path: Path | str) -> bool:
+    """A regular file (symlinks followed): a FIFO named `x.txt` would block a read forever, and a
+    symlink to /dev/zero would never end."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def open_regular(path: Path | str) -> BinaryIO:
+    """Open a log for reading only if it is a regular file; NotRegular otherwise.
+
+    Opened with O_NONBLOCK, so opening a FIFO that no writer holds cannot block, then checked with
+    fstat on the open descriptor (no race with a swap after a stat), then made blocking again.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise NotRegular(f"{path}: not a regular file")
+        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def discover(root: Path | str) -> list[Path]:
     """Log files under `root` in a stable order (folders sorted, result_N numerically)."""
     root = Path(root)
-    if root.is_file():
+    if root.is_file():  # is_file() follows symlinks and is False for FIFOs and devices
         return [root]
     found: list[Path] = []
     for dirpath, dirnames, filenames in os.walk(root):
@@ -27,7 +60,7 @@ def discover(root: Path | str) -> list[Path]:
             if name == OUTPUT_FILE and MLLOG_FILE in names:
                 continue  # read for its tail by the live view; records come from mllog.txt
             path = Path(dirpath) / name
-            if is_log_name(path):
+            if is_log_name(path) and is_regular(path):
                 found.append(path)
     return found
 

@@ -162,7 +162,9 @@ def parse_bytes(data: bytes) -> tuple[list[Event], LineParser]:
 
 
 def parse_path(path: str) -> tuple[list[Event], LineParser]:
-    with open(path, "rb") as fh:
+    from perfwatch.core.ingest.discover import open_regular
+
+    with open_regular(path) as fh:
         return parse_bytes(fh.read())
 
 

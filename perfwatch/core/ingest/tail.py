@@ -168,7 +168,8 @@ class FileTail:
     # ---- generations ------------------------------------------------------------------------------
     def _open(self) -> bool:
         try:
-            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_BINARY", 0))
+            # O_NONBLOCK: opening a FIFO named like a log must not block (it is then refused as not regular)
+            fd = os.open(self.path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
         except OSError:
             return False
         try:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 from mlperf_logging.compliance_checker import mlp_compliance
 
-from perfwatch.core.ingest.discover import discover
+from perfwatch.core.ingest.discover import discover, open_regular
 from perfwatch.core.ingest.mllog import TOKEN, parse_path
 from perfwatch.core.layout import MLLOG_FILE, run_id_for
 from perfwatch.core.mlperf.live_checks import ENQUEUE_KEYS, unsafe_rule_value
@@ -78,7 +78,7 @@ def _has_records(path: Path) -> bool:
     token = TOKEN.rstrip()
     tail = b""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:
             while chunk := fh.read(SNIFF_BYTES):
                 if token in tail + chunk:
                     return True

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from perfwatch.core.ingest.discover import discover
+from perfwatch.core.ingest.discover import discover, open_regular
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, run_id_for
 from perfwatch.core.mlperf.rulesets import choose
 from perfwatch.core.mlperf.targets import Target
@@ -202,7 +202,7 @@ READ_CHUNK = 1 << 20  # 1 MiB: as fast as 4 MiB here, and a lower RSS high-water
 
 def iter_line_batches(path: Path | str, chunk: int = READ_CHUNK) -> Iterator[list[bytes]]:
     """Complete lines of a file in batches of about `chunk` bytes; memory stays flat for huge logs."""
-    with open(path, "rb") as fh:
+    with open_regular(path) as fh:
         partial = b""
         while True:
             data = fh.read(chunk)
