@@ -58,7 +58,11 @@ def run(args: argparse.Namespace) -> int:
             print(f"perfwatch report: --baseline: {grid['error']}", file=sys.stderr)
             return 2
     if args.mila_json:
-        _write_mila(book, args.mila_json)
+        try:
+            _write_mila(book, args.mila_json)
+        except OSError as exc:
+            print(f"perfwatch report: --mila-json {args.mila_json}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
     if args.format == "json":
         import json
 
@@ -85,7 +89,15 @@ def _write_mila(book: runbook.RunBook, out: Path) -> None:
     from perfwatch.core.results.comparison import mila_run_report
     from perfwatch.core.results.submission import safe_component
 
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(20, "exists and is not a folder")
     out.mkdir(parents=True, exist_ok=True)
+    used: set[str] = set()
     for view in book.views():
-        name = safe_component(view.run_id.replace("/", "__"), "run") + ".json"
+        stem = safe_component(view.run_id.replace("/", "__"), "run")
+        name, n = stem + ".json", 1
+        while name.lower() in used:  # two run ids that flatten to one name: never overwrite a report
+            n += 1
+            name = f"{stem}-{n}.json"
+        used.add(name.lower())
         (out / name).write_text(json.dumps(mila_run_report(view), indent=2, default=str) + "\n")

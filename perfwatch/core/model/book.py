@@ -13,9 +13,10 @@ stderr) feeds the log tail, and its records are used only while the run has no `
 
 from __future__ import annotations
 
+import io
 import os
 from collections import deque
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -203,9 +204,16 @@ READ_CHUNK = 1 << 20  # 1 MiB: as fast as 4 MiB here, and a lower RSS high-water
 def iter_line_batches(path: Path | str, chunk: int = READ_CHUNK) -> Iterator[list[bytes]]:
     """Complete lines of a file in batches of about `chunk` bytes; memory stays flat for huge logs."""
     with open_regular(path) as fh:
+        read: Callable[[int], bytes] = fh.read
+        if fh.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # a UTF-16 log (BOM): read it as text, hand on UTF-8
+            fh.seek(0)
+            text = io.TextIOWrapper(fh, encoding="utf-16", errors="replace", newline="")
+            read = lambda size: text.read(size).encode("utf-8")  # noqa: E731
+        else:
+            fh.seek(0)
         partial = b""
         while True:
-            data = fh.read(chunk)
+            data = read(chunk)
             if not data:
                 break
             lines = data.split(b"\n")

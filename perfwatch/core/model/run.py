@@ -23,7 +23,7 @@ from typing import Any
 
 from perfwatch.core import keys
 from perfwatch.core.ingest.mllog import Event, LineParser
-from perfwatch.core.mlperf.live_checks import LiveChecker
+from perfwatch.core.mlperf.live_checks import Finding, LiveChecker
 from perfwatch.core.mlperf.rulesets import choose
 from perfwatch.core.mlperf.targets import Target, official_target
 from perfwatch.core.model.series import Series
@@ -428,7 +428,7 @@ class Run:
             bad_lines=tuple(parser.bad),
             non_utf8=parser.non_utf8,
             key_counts=MappingProxyType(dict(self.key_counts)),
-            findings=checker.findings() if checker is not None else (),
+            findings=(*(checker.findings() if checker is not None else ()), *_time_findings(ttt)),
             compliance_ok=checker.passed if checker is not None else None,
             version=self.version,
             ruleset=ruleset,
@@ -492,3 +492,12 @@ _HANDLERS = {
     "eval_accuracy": Run._on_eval_accuracy,
     keys.TARGET: Run._on_target,
 }
+
+
+def _time_findings(ttt: float | None) -> tuple[Finding, ...]:
+    """A negative time-to-train (run_stop logged before run_start) still scores as MLPerf's summarizer
+    computes it, but a reader must see that the clock went backwards."""
+    if ttt is None or ttt >= 0:
+        return ()
+    return (Finding("warning", "time_to_train", f"negative time-to-train ({ttt / 1000:.3f} s): run_stop is "
+                    "logged before run_start (clock or log order); scored as MLPerf's summarizer does"),)

@@ -155,8 +155,13 @@ def package(logdir: str | Path, out: str | Path, *, submitter: str, system: str 
     logdir, out = Path(logdir), Path(out)
     if not logdir.exists():
         raise PackageError(f"{logdir}: no such file or folder")
+    if out.is_symlink() and not out.exists():
+        raise PackageError(f"--out {out} is a symlink to {os.readlink(out)}, which does not exist")
     if out.exists() and not out.is_dir():
         raise PackageError(f"--out {out} exists and is not a folder")
+    if logdir.is_dir() and os.path.realpath(out).startswith(os.path.realpath(logdir) + os.sep):
+        raise PackageError(f"--out {out} is inside {logdir}: the next report would count every run twice; "
+                           "put the submission folder elsewhere")
     notes: list[str] = []
     views = _runs(logdir, notes)
     if not views:

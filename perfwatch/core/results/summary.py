@@ -310,11 +310,17 @@ def render(report: Report, fmt: str) -> str:
         return (
             "## Runs\n\n" + _markdown(report.runs, RUN_COLUMNS)
             + "\n\n## Benchmarks\n\n" + _markdown(report.benchmarks, BENCH_COLUMNS)
-            + "\n\n" + "\n".join(f"- {line}" for line in ruleset_lines(report))
+            + "\n\n" + "\n".join(f"- {line}" for line in ruleset_lines(report) + time_lines(report))
         )
     return "RUNS\n" + _table(report.runs, RUN_COLUMNS) + "\n\nBENCHMARKS (olympic time-to-train)\n" + _table(
         report.benchmarks, BENCH_COLUMNS
-    ) + "\n" + "\n".join(ruleset_lines(report))
+    ) + "\n" + "\n".join(ruleset_lines(report) + time_lines(report))
+
+
+def time_lines(report: Report) -> list[str]:
+    """Runs whose time-to-train cannot be right as logged (negative): scored, but said out loud."""
+    return [f"{r['run_id']}: {f}" for r in report.runs for f in r.get("findings") or ()
+            if "negative time-to-train" in f]
 
 
 def ruleset_lines(report: Report) -> list[str]:
