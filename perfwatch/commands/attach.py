@@ -60,7 +60,7 @@ def run(args: argparse.Namespace) -> int:
                                  confirm=args.confirm if args.take_over else None, ruleset=args.ruleset)
         if session.untrusted is not None:
             session = _untrusted(session, args)
-    except RegistryError as exc:
+    except (RegistryError, RuntimeError) as exc:  # RuntimeError: BackendError (no sbatch here for a Slurm campaign)
         print(printable(f"perfwatch attach: {exc}"), file=sys.stderr)
         if server is not None:
             server.close()

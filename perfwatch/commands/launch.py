@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--poll", action="store_true", help="poll files instead of inotify (NFS, Lustre)")
     p.add_argument("--theme", help="TUI theme name")
     _metrics.add_arguments(p)
+    p.add_argument("--backend", choices=("local", "slurm"),
+                   help="where runs execute: local processes or one Slurm job each (overrides scheduler: backend)")
     p.set_defaults(func=run)
 
 
@@ -47,7 +49,8 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
 
     print(f"campaign {campaign.name}: {len(campaign.runs)} runs -> {logdir}")
     mp = campaign.max_parallel if campaign.max_parallel is not None else "auto"
-    print(f"max_parallel: {mp}" + (f"   baseline: {campaign.baseline}" if campaign.baseline else ""))
+    print(f"max_parallel: {mp}" + (f"   baseline: {campaign.baseline}" if campaign.baseline else "")
+          + ("   backend: slurm" if campaign.backend.backend == "slurm" else ""))
     print(gpus_line(campaign.gpus))
     where = planned_devices(campaign.runs, campaign.gpus, campaign.max_parallel)
     for r in campaign.runs:
@@ -98,7 +101,7 @@ def open_ui(session: Session, args: argparse.Namespace, *, stop_on_interrupt: bo
 
 def run(args: argparse.Namespace) -> int:
     try:
-        campaign = load_campaign(args.campaign)
+        campaign = load_campaign(args.campaign, backend=args.backend)
     except CampaignError as exc:
         print(f"perfwatch launch: {exc}", file=sys.stderr)
         return 2
@@ -111,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         return rc
     try:
         session = launch_session(campaign, logdir, poll=args.poll)
-    except (FileExistsError, RuntimeError, OSError) as exc:
+    except (FileExistsError, RuntimeError, OSError) as exc:  # BackendError too (e.g. no sbatch)
         print(f"perfwatch launch: {exc}", file=sys.stderr)
         if server is not None:
             server.close()

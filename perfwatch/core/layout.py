@@ -14,6 +14,8 @@ disagree on a name. A LOGDIR that perfwatch launched looks like this:
         telemetry.jsonl       TELEMETRY_FILE: one JSON object per telemetry sample
         exit.json             EXIT_FILE: the supervisor's exit record
         .attempt-N.<name>     archived_name(): an earlier attempt's files after a restart
+        .slurm-job.json       SLURM_JOB_FILE: a Slurm attempt's argv/env for the in-job runner
+        .slurm-batch.sh       SLURM_BATCH_FILE: the constant batch script sbatch is given
 
 Other trees (MLPerf results folders, any folder of mllog files) are read with `is_log_name`.
 The measured CPU peak is cached outside any LOGDIR, in the user's cache folder (measure/peaks.py).
@@ -33,7 +35,7 @@ from pathlib import Path
 
 __all__ = [
     "EXIT_FILE", "LOCK_FILE", "MLLOG_FILE", "OUTPUT_FILE", "OWN_FILES", "REGISTRY_FILE", "REQUESTS_DIR",
-    "RUN_FILES", "RUN_LOGS", "TELEMETRY_FILE", "archived_name", "is_log_name", "request_name", "run_dir",
+    "RUN_FILES", "RUN_LOGS", "SLURM_BATCH_FILE", "SLURM_JOB_FILE", "TELEMETRY_FILE", "archived_name", "is_log_name", "request_name", "run_dir",
     "run_id_for",
     "write_json_atomic",
 ]
@@ -48,6 +50,8 @@ MLLOG_FILE = "mllog.txt"
 OUTPUT_FILE = "output.log"
 TELEMETRY_FILE = "telemetry.jsonl"
 EXIT_FILE = "exit.json"
+SLURM_JOB_FILE = ".slurm-job.json"
+SLURM_BATCH_FILE = ".slurm-batch.sh"
 RUN_LOGS = (MLLOG_FILE, OUTPUT_FILE)  # what a run writes as it trains (its activity)
 RUN_FILES = (MLLOG_FILE, OUTPUT_FILE, EXIT_FILE, TELEMETRY_FILE)  # one attempt's files
 OWN_FILES = frozenset({REGISTRY_FILE, TELEMETRY_FILE, EXIT_FILE})  # perfwatch's records, never mllog

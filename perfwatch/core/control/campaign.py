@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from perfwatch.core.control import process
+from perfwatch.core.control.backends import BackendConfig
+from perfwatch.core.control.backends.settings import BACKEND_KEYS, backend_config
 from perfwatch.core.control.job_settings import (
     CACHE_CLEAR_KEYS,
     CACHE_CLEAR_TIMEOUT,
@@ -35,7 +37,7 @@ TOP_KEYS = ("name", "description", "logdir", "system", "defaults", "jobs", "base
             *CACHE_CLEAR_KEYS)
 JOB_KEYS = ("name", "cmd", "args", "launcher", *SETTING_KEYS)
 SYSTEM_KEYS = ("name", "submitter", "division", "status", "notes")
-SCHEDULER_KEYS = ("max_parallel", "gpus")
+SCHEDULER_KEYS = ("max_parallel", "gpus", *BACKEND_KEYS)
 LAUNCHER_KEYS = ("type", "nproc_per_node", "nnodes", "node_rank", "rdzv_endpoint", "rdzv_backend")
 ABBREV = {"--batch-size": "bs", "--batch_size": "bs", "--lr": "lr", "--learning-rate": "lr"}
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]*$")
@@ -99,9 +101,10 @@ class Campaign:
     gpus: tuple[int, ...]  # the GPUs runs may get (NVML indices): the ones validation counted on
     runs: tuple[RunSpec, ...]
     config: dict[str, Any]  # the file's plain data, for perfwatch.json
+    backend: BackendConfig = field(default_factory=BackendConfig)  # where runs execute (local, slurm)
 
 
-def _launcher(y: Y) -> Launcher:
+def _launcher(y: Y, *, slurm: bool = False) -> Launcher:
     m = y.mapping(LAUNCHER_KEYS)
     kind = m["type"].string() if "type" in m else "direct"
     if kind not in ("direct", "torchrun"):
@@ -111,7 +114,7 @@ def _launcher(y: Y) -> Launcher:
     if rank >= nnodes:
         raise m["node_rank"].error(f"node_rank {rank} must be < nnodes {nnodes}")
     endpoint = m["rdzv_endpoint"].string() if "rdzv_endpoint" in m else None
-    if nnodes > 1 and endpoint is None:
+    if nnodes > 1 and endpoint is None and not slurm:  # on Slurm the rendezvous comes from the allocation
         raise y.error("nnodes > 1 needs rdzv_endpoint (host:port of node 0)")
     return Launcher(
         type=kind,
@@ -218,6 +221,17 @@ def _devices(s: Settings, launcher: Launcher, gpus: tuple[int, ...], job: Y) -> 
     return s.devices, None
 
 
+def _slurm_devices(s: Settings, launcher: Launcher, job: Y) -> tuple[int, str | None]:
+    """GPUs per run on Slurm (`--gres=gpu:N`): an explicit count, or none for `auto` (not knowable here)."""
+    if s.devices is None:
+        return 0, "auto on Slurm: no GPUs requested (set devices: N for --gres=gpu:N)"
+    ranks = launcher.nproc_per_node
+    if 0 < s.devices < ranks:
+        raise (s.devices_y or job).error(f"torchrun starts {ranks} ranks per node, one GPU each: devices must be "
+                                         f">= {ranks} (or 0 for the CPU)")
+    return s.devices, None
+
+
 def _fill(text: str, values: dict[str, Any]) -> str:
     return text.format(**values) if "{" in text else text
 
@@ -241,7 +255,7 @@ def _unique_ids(y: Y, groups: dict[str, tuple[tuple[str, Any], ...]],
 
 
 def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[int, ...],
-              budget: int = MAX_RUNS) -> list[RunSpec]:
+              budget: int = MAX_RUNS, *, slurm: bool = False) -> list[RunSpec]:
     m = y.mapping(JOB_KEYS)
     if "name" not in m:
         raise y.error("missing key 'name'")
@@ -259,8 +273,11 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
     _check_cmd(items, cmd, cwd)
     if s.cache_clear_cmd is not None and s.cache_clear_y is not None:
         _check_cmd(s.cache_clear_y.seq(), list(s.cache_clear_cmd), cwd)
-    launcher = _launcher(m["launcher"]) if "launcher" in m else Launcher()
-    devices, devices_note = _devices(s, launcher, gpus, y)
+    launcher = _launcher(m["launcher"], slurm=slurm) if "launcher" in m else Launcher()
+    if slurm:  # the GPUs are the compute nodes', requested with --gres, not this host's
+        devices, devices_note = _slurm_devices(s, launcher, y)
+    else:
+        devices, devices_note = _devices(s, launcher, gpus, y)
     axes: list[tuple[str, list[Any]]] = []
     if "args" in m:
         for key, ay in m["args"].mapping().items():
@@ -310,8 +327,11 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
     return runs
 
 
-def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int, ...] | None = None) -> Campaign:
+def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int, ...] | None = None,
+                  backend: str | None = None) -> Campaign:
     """Validate and expand a campaign file; raises CampaignError naming file:line:field.
+
+    `backend` ('local' or 'slurm', from `launch --backend`) overrides `scheduler: {backend: ...}`.
 
     Relative `cmd` scripts and `cwd` resolve against `base` (default: the current directory),
     the way `perfwatch launch workloads/demo.yaml` is typed from the checkout root.
@@ -346,8 +366,10 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
     max_parallel: int | None = None
     machine = process.detect_gpus() if gpus is None else tuple(gpus)
     gpus = machine
+    where = BackendConfig(backend=backend or "local")
     if "scheduler" in m:
         sm = m["scheduler"].mapping(SCHEDULER_KEYS)
+        where = backend_config(sm, backend)
         if "max_parallel" in sm and sm["max_parallel"].text() != "auto":
             max_parallel = sm["max_parallel"].integer(minimum=1)
         if "gpus" in sm and sm["gpus"].text() != "auto":
@@ -367,7 +389,7 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
     runs: list[RunSpec] = []
     seen_jobs: dict[str, Y] = {}
     for jy in jobs:
-        job_runs = _job_runs(jy, defaults, name, base, gpus, MAX_RUNS - len(runs))
+        job_runs = _job_runs(jy, defaults, name, base, gpus, MAX_RUNS - len(runs), slurm=where.backend == "slurm")
         jname = job_runs[0].job if job_runs else ""
         if jname in seen_jobs:
             ny = jy.mapping()["name"]
@@ -383,5 +405,5 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
     return Campaign(
         name=name, file=str(path), description=m["description"].string() if "description" in m else None,
         logdir=logdir, system=system, baseline=baseline, max_parallel=max_parallel, gpus=gpus,
-        runs=tuple(runs), config=root.value(),
+        runs=tuple(runs), config=root.value(), backend=where,
     )

@@ -122,6 +122,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     intent: RunState | None = None
     env_delta: dict[str, str] | None = None  # what the scheduler added to perfwatch's environment
     cache_clear: dict[str, Any] | None = None  # this attempt's cache clear, from exit.json
+    slurm_job_id: str | None = None  # backend slurm: the current attempt's job
+    attempts: list[dict[str, Any]] = msgspec.field(default_factory=list)  # earlier attempts' facts (restart)
 
     @classmethod
     def planned(cls, spec: RunSpec) -> RunRecord:
@@ -168,6 +170,7 @@ class Registry(msgspec.Struct, kw_only=True):
     host: dict[str, Any] = msgspec.field(default_factory=dict)
     scheduler: SchedulerInfo | None = None
     trust: dict[str, Any] | None = None  # who signed the plan (see `trust`)
+    backend: dict[str, Any] | None = None  # where runs execute (BackendConfig.to_dict()); None: local
 
     def targets(self) -> dict[str, Target]:
         return {r.run_id: r.target for r in self.runs if r.target is not None}
@@ -180,7 +183,7 @@ def new_registry(campaign: Campaign, logdir: Path) -> Registry:
         logdir=str(logdir.resolve()), created_at=time.time(), config=campaign.config, system=campaign.system,
         baseline=campaign.baseline, max_parallel=campaign.max_parallel,
         gpus=list(campaign.gpus) if campaign.gpus is not None else None, host=host_facts(),
-        runs=[RunRecord.planned(s) for s in campaign.runs],
+        runs=[RunRecord.planned(s) for s in campaign.runs], backend=campaign.backend.to_dict(),
     )
     sign(data)
     return data

@@ -10,10 +10,8 @@ from their `exit.json`, queued ones start as if nothing had happened.
 
 from __future__ import annotations
 
-import contextlib
 import errno
 import os
-import signal
 import socket
 import time
 from collections import deque
@@ -26,8 +24,10 @@ import psutil
 
 from perfwatch.core.control import process as launch
 from perfwatch.core.control import registry, trust
+from perfwatch.core.control.backends import Backend, BackendConfig, Launch, RunHandle, make_backend
+from perfwatch.core.control.backends.local import LocalRun
 from perfwatch.core.control.campaign import Campaign, RunSpec
-from perfwatch.core.control.controller import ProcInfo, RunState, allowed, cached_tail, take_requests
+from perfwatch.core.control.controller import ProcInfo, RunState, cached_tail, take_requests
 from perfwatch.core.control.paths import UnsafePath, run_folder
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, REGISTRY_FILE, run_dir
 
@@ -50,7 +50,7 @@ class _Run:
     spec: RunSpec
     record: registry.RunRecord  # this run in perfwatch.json, updated in place by _write
     state: RunState = RunState.QUEUED
-    proc: launch.Proc | None = None
+    proc: RunHandle | None = None  # the backend's handle on the current attempt
     attempt: int = 1
     exit_code: int | None = None
     started_at: float | None = None
@@ -108,9 +108,12 @@ class Scheduler:
     """Owns a campaign's runs (see module docstring); one per LOGDIR, guarded by a lock."""
 
     def __init__(self, logdir: Path, data: registry.Registry, lock_fd: int, *,
-                 target_reached: Callable[[str], bool] | None = None, gpus: tuple[int, ...] | None = None) -> None:
+                 target_reached: Callable[[str], bool] | None = None, gpus: tuple[int, ...] | None = None,
+                 backend: Backend | None = None) -> None:
         self.logdir = Path(logdir).resolve()  # runs get absolute paths whatever their cwd
         self.data = data
+        self.backend = backend or make_backend(BackendConfig.from_dict(data.backend))
+        self.hold_queue = False  # True: start no queued run (a `perfwatch control` acting without an owner)
         self._lock_fd: int | None = lock_fd
         self.target_reached = target_reached
         self.gpus = tuple(data.gpus) if data.gpus is not None else (gpus if gpus is not None else launch.detect_gpus())
@@ -129,6 +132,8 @@ class Scheduler:
         cpu_specs = [s for s in specs if not s.devices]
         threads = min((_cost(s) for s in cpu_specs), default=1)
         auto = (len(self.gpus) if any(s.devices for s in specs) else 0) + (max(1, self.cores // threads) if cpu_specs else 0)
+        if not self.backend.assigns_devices:  # e.g. Slurm: every run is submitted, the cluster queues them
+            self.cpu_budget, auto = False, len(specs)
         self.max_parallel = int(data.max_parallel or max(1, auto))
         data.scheduler = registry.SchedulerInfo(pid=os.getpid(), create_time=psutil.Process().create_time(),
                                                 host=socket.gethostname(), since=time.time(),
@@ -140,13 +145,15 @@ class Scheduler:
     def create(cls, campaign: Campaign, logdir: Path, *, target_reached: Callable[[str], bool] | None = None,
                gpus: tuple[int, ...] | None = None) -> Scheduler:
         """A new LOGDIR for `campaign`; fails if the folder already holds a campaign."""
+        backend = make_backend(campaign.backend)  # BackendError (e.g. no sbatch) before anything is created
         logdir.mkdir(parents=True, exist_ok=True)
         if (logdir / REGISTRY_FILE).exists():
             raise FileExistsError(f"{logdir} already holds a campaign; use `perfwatch attach {logdir}`")
         fd = registry.try_lock(logdir)
         if fd is None:
             raise RuntimeError(f"{logdir} is owned by another perfwatch")
-        return cls(logdir, registry.new_registry(campaign, logdir), fd, target_reached=target_reached, gpus=gpus)
+        return cls(logdir, registry.new_registry(campaign, logdir), fd, target_reached=target_reached, gpus=gpus,
+                   backend=backend)
 
     @classmethod
     def take_over(cls, logdir: Path, *, target_reached: Callable[[str], bool] | None = None,
@@ -192,21 +199,24 @@ class Scheduler:
         except UnsafePath as exc:
             run.state, run.reason = RunState.UNKNOWN, f"not adopted: {exc}"
             return run
-        if state.alive and rec.pid and rec.create_time:
-            run.proc = launch.adopt(rec.pid, rec.create_time, folder)
-            run.proc.known = {int(pid): float(t) for pid, t in rec.descendants}
+        handle = self.backend.adopt(rec, folder) if state.alive else None
+        if handle is not None:
+            run.proc = handle
             run.intent = rec.intent
-            run.state = RunState.PAUSED if run.proc.status() == psutil.STATUS_STOPPED else RunState.RUNNING
+            self.backend.refresh()
+            run.state = RunState.PAUSED if handle.paused() else RunState.RUNNING
+            if handle.pending():
+                run.state, run.reason = RunState.STARTING, handle.pending()
             if state is RunState.STOPPING:
                 run.state, run.kill_at = RunState.STOPPING, time.time() + run.spec.grace
             run.active_at = time.time()
         elif state is RunState.STARTING:  # perfwatch died between "starting" and recording the pid
             found = launch.find_supervisor(folder)
             if found is not None:
-                run.proc = launch.adopt(*found, folder)
+                run.proc = LocalRun(launch.adopt(*found, folder))
                 run.state, run.active_at = RunState.RUNNING, time.time()
             elif isinstance((record := launch.read_exit(folder) or {}).get("runner_pid"), int):
-                run.proc = launch.adopt(record["runner_pid"], 0.0, folder)  # ended meanwhile: poll() reads exit.json
+                run.proc = LocalRun(launch.adopt(record["runner_pid"], 0.0, folder))  # ended meanwhile: poll() reads exit.json
                 run.state = RunState.RUNNING
             else:
                 run.state = RunState.UNKNOWN  # it may have run: never start it twice
@@ -236,18 +246,24 @@ class Scheduler:
         )
 
     def can(self, action: str, run_id: str) -> bool:
+        return self.why_not(action, run_id) is None
+
+    def why_not(self, action: str, run_id: str) -> str | None:
+        """Why `action` does not apply to the run now (shown next to a greyed-out key); None if it does."""
         run = self.runs.get(run_id)
-        return run is not None and allowed(action, run.state)
+        if run is None:
+            return f"no run {run_id!r}"
+        return self.backend.why_not(action, run.state)
 
     def pause(self, run_id: str) -> None:
         run = self.runs[run_id]
-        if self.can("pause", run_id) and run.proc and run.proc.signal(signal.SIGSTOP):
+        if self.can("pause", run_id) and run.proc and run.proc.pause():
             run.paused_at = time.time()
             self._set(run, RunState.PAUSED, "paused")
 
     def resume(self, run_id: str) -> None:
         run = self.runs[run_id]
-        if self.can("resume", run_id) and run.proc and run.proc.signal(signal.SIGCONT):
+        if self.can("resume", run_id) and run.proc and run.proc.resume():
             now = time.time()
             run.paused_total += now - (run.paused_at or now)
             run.paused_at, run.active_at = None, now
@@ -263,15 +279,14 @@ class Scheduler:
         run.intent, run.kill_at = intent, time.time() + run.spec.grace
         self._set(run, RunState.STOPPING, reason)
         if run.proc:
-            run.proc.signal(signal.SIGTERM)
-            run.proc.signal(signal.SIGCONT)  # a paused group must run to handle SIGTERM
+            run.proc.terminate()
 
     def kill(self, run_id: str) -> None:
         run = self.runs[run_id]
         if self.can("kill", run_id) and run.proc:
             run.intent, run.kill_at = run.intent or RunState.KILLED, None
             self._set(run, RunState.STOPPING, run.reason if run.state is RunState.STOPPING else "killed by user")
-            run.proc.signal(signal.SIGKILL)
+            run.proc.kill()
 
     def restart(self, run_id: str) -> None:
         """A new attempt; the earlier attempt's files are kept as `.attempt-N.*` in the run folder."""
@@ -283,6 +298,10 @@ class Scheduler:
         except (UnsafePath, OSError) as exc:
             self._set(run, run.state, f"cannot restart: {exc}")
             return
+        earlier = {"attempt": run.attempt, "state": str(run.state), "exit_code": run.exit_code,
+                   "started_at": run.started_at, "ended_at": run.ended_at,
+                   **{k: v for k, v in (run.proc.facts() if run.proc else {}).items() if k != "descendants"}}
+        run.record.attempts.append(earlier)
         run.attempt += 1
         run.proc, run.exit_code, run.started_at, run.ended_at = None, None, None, None
         run.intent, run.stalled, run.target_seen_at, run.paused_total = None, False, None, 0.0
@@ -291,7 +310,11 @@ class Scheduler:
 
     def start_now(self, run_id: str) -> None:
         run = self.runs[run_id]
-        if self.can("start_now", run_id):
+        if not self.can("start_now", run_id):
+            return
+        if run.state is RunState.STARTING and run.proc is not None:
+            run.proc.start_now()  # pending in the backend's queue (Slurm: scontrol top)
+        else:
             self._start(run)
 
     def stop_all(self) -> None:
@@ -319,6 +342,7 @@ class Scheduler:
         for req in take_requests(self.logdir):
             self._request(req)
         now = time.time()
+        self.backend.refresh()
         for run in self.runs.values():
             if run.proc is not None and run.state.alive:
                 self._watch(run, now)
@@ -361,6 +385,14 @@ class Scheduler:
         if code is not None:
             self._finish(run, code, now)
             return
+        if run.state is RunState.STARTING:
+            pending = run.proc.pending()
+            if pending is None:  # the backend started it: limits count from now
+                run.started_at = run.active_at = now
+                self._set(run, RunState.RUNNING, None)
+            elif pending != run.reason:
+                self._set(run, RunState.STARTING, pending)
+            return
         if now - run.tracked_at >= TRACK_EVERY:  # the run's process tree, on disk for a take-over
             run.tracked_at = now
             if run.proc.track():
@@ -369,7 +401,7 @@ class Scheduler:
             if run.kill_at is not None and now >= run.kill_at:
                 run.kill_at = None
                 run.reason = f"{run.reason}; no exit {run.spec.grace:g}s after SIGTERM: SIGKILL"
-                run.proc.signal(signal.SIGKILL)
+                run.proc.kill()
                 self._dirty = True
             return
         if run.state is RunState.PAUSED:
@@ -397,11 +429,7 @@ class Scheduler:
 
     def _finish(self, run: _Run, code: int, now: float) -> None:
         assert run.proc is not None
-        leftovers = run.proc.group_pids()
-        if leftovers:  # the workload's own children outlived it: no orphans
-            with contextlib.suppress(OSError):
-                os.killpg(run.proc.pgid, signal.SIGKILL)
-        run.proc.signal_escaped(signal.SIGKILL)  # and none that setsid()'d away from the group
+        run.proc.cleanup()  # nothing of the run left behind (local: its group and escapees; Slurm: the job)
         run.exit_code, run.ended_at, run.kill_at = (None if run.proc.unknown else code), now, None
         what = launch.describe_exit(code)
         clear = (run.proc.exit_record or {}).get("cache_clear")
@@ -433,6 +461,8 @@ class Scheduler:
     def _fill(self, now: float) -> None:
         """Start queued runs in order while there is room; a GPU run waiting for GPUs does not hold
         back a CPU run behind it (and vice versa), but runs of one kind start in queue order."""
+        if self.hold_queue:
+            return
         queued = [r for r in self.runs.values() if r.state is RunState.QUEUED]
         queued.sort(key=lambda r: not r.priority)
         waiting: set[bool] = set()  # kinds (uses GPUs?) with a run that must wait
@@ -456,27 +486,31 @@ class Scheduler:
         """Start `run` if its devices are free; False means: wait (or it failed to start)."""
         spec = run.spec
         _, used, slots = self._busy()
-        if spec.devices > len(self.gpus):
-            self._set(run, RunState.FAILED, f"needs {spec.devices} GPU(s), this host has {len(self.gpus)}")
-            return True
-        free = [g for g in self.gpus if g not in used]
-        if len(free) < spec.devices:
-            return False
-        run.devices = tuple(free[: spec.devices])
+        # NVML numbers GPUs in PCI bus order; make CUDA agree, so index N is the same GPU to both
+        devices_env = {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+        if self.backend.assigns_devices:  # this host's GPUs (Slurm hands out the compute nodes' itself)
+            if spec.devices > len(self.gpus):
+                self._set(run, RunState.FAILED, f"needs {spec.devices} GPU(s), this host has {len(self.gpus)}")
+                return True
+            free = [g for g in self.gpus if g not in used]
+            if len(free) < spec.devices:
+                return False
+            run.devices = tuple(free[: spec.devices])
+            devices_env["CUDA_VISIBLE_DEVICES"] = ",".join(map(str, run.devices))
+        else:
+            devices_env = {}
         try:
             folder = self._folder(spec.run_id)
         except UnsafePath as exc:
             self._set(run, RunState.FAILED, f"not started: {exc}")
             return True
         env = {**spec.env, "PERFWATCH_MLLOG": str(folder / MLLOG_FILE), "PERFWATCH_RUN_ID": spec.run_id,
-               "PERFWATCH_SEED": str(spec.seed), "CUDA_VISIBLE_DEVICES": ",".join(map(str, run.devices)),
-               # NVML numbers GPUs in PCI bus order; make CUDA agree, so index N is the same GPU to both
-               "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
+               "PERFWATCH_SEED": str(spec.seed), **devices_env}
         env.setdefault("OMP_NUM_THREADS", str(spec.threads))
         if spec.precision:
             env.setdefault("PERFWATCH_PRECISION", spec.precision)
         cpus, mem = None, None
-        if spec.isolate == "per_device":
+        if spec.isolate == "per_device" and self.backend.assigns_devices:
             run.slot = min(set(range(self.max_parallel + len(slots) + 1)) - slots)
             cpus, mem = launch.cpu_share(run.slot, self.max_parallel)
         # "starting" is on disk before the process exists: a perfwatch that dies now never runs it twice
@@ -486,8 +520,7 @@ class Scheduler:
             self._set(run, RunState.QUEUED, f"waiting: {self.write_error}")
             return False
         try:
-            run.proc = launch.start(spec.argv, folder, env=env, cwd=spec.cwd, cpus=cpus, mem_bytes=mem,
-                                    cache_clear=spec.cache_clear_cmd, cache_clear_timeout=spec.cache_clear_timeout)
+            run.proc = self.backend.start(spec, folder, Launch(env=env, cpus=cpus, mem_bytes=mem))
         except Exception as exc:  # noqa: BLE001 - any start error fails this run, never the scheduler
             run.slot = None
             what = storage_problem(exc) if isinstance(exc, OSError) else str(exc)
@@ -497,7 +530,8 @@ class Scheduler:
         run.record.env_delta = env
         run.started_at = run.active_at = time.time()
         run.activity, run.priority = (), False
-        self._set(run, RunState.RUNNING, None)
+        pending = run.proc.pending()  # Slurm: submitted, waiting in the cluster's queue
+        self._set(run, RunState.STARTING if pending else RunState.RUNNING, pending)
         self._write()  # the pid is on disk before the next run starts (retried every poll if it fails)
         return True
 
@@ -520,10 +554,13 @@ class Scheduler:
             rec.state, rec.attempt, rec.exit_code = run.state, run.attempt, run.exit_code
             rec.started_at, rec.ended_at, rec.devices = run.started_at, run.ended_at, list(run.devices)
             rec.stalled, rec.reason, rec.paused_total, rec.intent = run.stalled, run.reason, run.paused_total, run.intent
-            rec.pid, rec.pgid = (p.pid, p.pgid) if p else (None, None)
-            rec.create_time, rec.host = (p.create_time, socket.gethostname()) if p else (None, None)
             rec.paused_at, rec.slot = run.paused_at, run.slot
-            rec.descendants = sorted((pid, t) for pid, t in p.known.items()) if p and run.state.alive else []
+            rec.pid = rec.pgid = rec.create_time = rec.slurm_job_id = None  # the current attempt's facts only
+            rec.host, rec.descendants = (socket.gethostname() if p else None), []
+            for key, value in (p.facts() if p else {}).items():
+                setattr(rec, key, value)
+            if not run.state.alive:
+                rec.descendants = []
         self.data.runs = [r.record for r in self.runs.values()]
         try:
             registry.write(self.logdir, self.data)

@@ -32,7 +32,7 @@ PLAN_RUN_KEYS = (
     "precision", "timeout", "stall_after", "grace", "target", "exit_at_target", "isolate", "flops_per_sample",
     "launcher", "grid", "cache_clear_cmd", "cache_clear_timeout",
 )
-PLAN_TOP_KEYS = ("max_parallel", "gpus")
+PLAN_TOP_KEYS = ("max_parallel", "gpus", "backend")  # backend: where and how runs execute (sbatch options)
 
 
 def key_path() -> Path:

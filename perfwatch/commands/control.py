@@ -1,0 +1,138 @@
+"""`perfwatch control LOGDIR RUN_ID ACTION`: pause, resume, stop, kill, restart or start one run, for scripts.
+
+The exit status says whether the action took effect: 0 it did (the run's state in perfwatch.json
+shows it), 1 it did not within --timeout, 2 it cannot apply (unknown run, wrong state, not a
+perfwatch LOGDIR). While a perfwatch owns the campaign the action goes to it through
+LOGDIR/requests/; when nobody owns it, this command takes the campaign over just for the action
+(starting no queued run) and gives it up again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfwatch.core.control.registry import RunRecord
+    from perfwatch.core.control.scheduler import Scheduler
+
+ACTIONS = {"pause": "pause", "resume": "resume", "stop": "stop", "kill": "kill", "restart": "restart",
+           "start": "start_now"}
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "control",
+        help="pause/resume/stop/kill/restart/start one run of a campaign (exit 0 when it took effect)",
+        description="Act on one run of a launched campaign, local or Slurm, from scripts and CI. Exit status: "
+        "0 the action took effect, 1 it did not within --timeout, 2 it does not apply.",
+    )
+    p.add_argument("logdir", type=Path, help="the campaign's LOGDIR")
+    p.add_argument("run_id", help="run id (as in `perfwatch report LOGDIR`)")
+    p.add_argument("action", choices=sorted(ACTIONS), help="what to do")
+    p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the effect (default 60)")
+    p.set_defaults(func=run)
+
+
+def _record(logdir: Path, run_id: str) -> RunRecord | None:
+    from perfwatch.core.control import registry
+
+    data = registry.read(logdir)
+    if data is None:
+        return None
+    return next((r for r in data.runs if r.run_id == run_id), None)
+
+
+def took_effect(action: str, before: RunRecord, now: RunRecord) -> bool:
+    """Whether the run's entry in perfwatch.json shows the action done."""
+    from perfwatch.core.control.states import RunState
+
+    state = now.state
+    if action == "pause":
+        return state is RunState.PAUSED
+    if action == "resume":
+        return state in (RunState.RUNNING, RunState.STALLED)
+    if action in ("stop", "kill"):
+        return state.terminal
+    if action == "restart":
+        return now.attempt > before.attempt
+    return state is not RunState.QUEUED  # start
+
+
+def refusal(backend: str, action: str, state: object) -> str | None:
+    from perfwatch.core.control.backends import why_not
+    from perfwatch.core.control.states import RunState
+
+    state = RunState.of(state)
+    if backend == "slurm":
+        from perfwatch.core.control.backends.slurm import slurm_why_not
+
+        return slurm_why_not(action, state)
+    return why_not(action, state)
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfwatch.core.control import registry
+    from perfwatch.core.control.controller import send_request
+
+    logdir: Path = args.logdir
+    data = registry.read(logdir) if logdir.is_dir() else None
+    if data is None:
+        print(f"perfwatch control: {logdir}: not a perfwatch LOGDIR (no perfwatch.json)", file=sys.stderr)
+        return 2
+    before = next((r for r in data.runs if r.run_id == args.run_id), None)
+    if before is None:
+        known = ", ".join(r.run_id for r in data.runs)
+        print(f"perfwatch control: no run {args.run_id!r} in {logdir}; runs: {known}", file=sys.stderr)
+        return 2
+    action = ACTIONS[args.action]
+    backend = str((data.backend or {}).get("backend") or "local")
+    why = refusal(backend, action, before.state)
+    if why:
+        print(f"perfwatch control: {args.run_id}: {why}", file=sys.stderr)
+        return 2
+    owner = None
+    if registry.owner_alive(logdir):
+        send_request(logdir, action, args.run_id)
+    else:
+        owner = _take_over(logdir)
+        if owner is None:
+            send_request(logdir, action, args.run_id)  # someone took it over meanwhile
+        else:
+            getattr(owner, action)(args.run_id)
+    try:
+        deadline = time.monotonic() + args.timeout
+        while True:
+            if owner is not None:
+                owner.poll()
+            now = _record(logdir, args.run_id)
+            if now is not None and took_effect(action, before, now):
+                reason = f" ({now.reason})" if now.reason else ""
+                print(f"{args.run_id}: {now.state}{reason}")
+                return 0
+            if time.monotonic() >= deadline:
+                state = now.state if now else "unknown"
+                print(f"perfwatch control: {args.run_id}: {args.action} did not take effect within "
+                      f"{args.timeout:g}s (state: {state})", file=sys.stderr)
+                return 1
+            time.sleep(0.1)
+    finally:
+        if owner is not None:
+            owner.close(stop_runs=False)
+
+
+def _take_over(logdir: Path) -> Scheduler | None:
+    from perfwatch.core.control.backends import BackendError
+    from perfwatch.core.control.scheduler import Scheduler
+
+    try:
+        owner = Scheduler.take_over(logdir)
+    except BackendError as exc:
+        print(f"perfwatch control: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    if owner is not None:
+        owner.hold_queue = True
+    return owner

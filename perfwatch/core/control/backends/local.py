@@ -1,0 +1,107 @@
+"""The local backend: each run is a process group on this host (control/process.py).
+
+Control is signals to the whole group: pause SIGSTOP, resume SIGCONT, terminate SIGTERM (+
+SIGCONT so a paused group can handle it), kill SIGKILL. Re-adoption is by pid + create time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from perfwatch.core.control import process
+from perfwatch.core.control.backends import Launch, why_not
+from perfwatch.core.control.campaign import RunSpec
+from perfwatch.core.control.registry import RunRecord
+from perfwatch.core.control.states import RunState
+
+
+class LocalRun:
+    """A `RunHandle` over a `process.Proc`."""
+
+    def __init__(self, proc: process.Proc) -> None:
+        self.proc = proc
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid
+
+    @property
+    def pgid(self) -> int | None:
+        return self.proc.pgid
+
+    @property
+    def exit_record(self) -> dict | None:
+        return self.proc.exit_record
+
+    @property
+    def unknown(self) -> bool:
+        return self.proc.unknown
+
+    def poll(self) -> int | None:
+        return self.proc.poll()
+
+    def track(self) -> bool:
+        return self.proc.track()
+
+    def pending(self) -> str | None:
+        return None
+
+    def paused(self) -> bool:
+        return self.proc.status() == psutil.STATUS_STOPPED
+
+    def pause(self) -> bool:
+        return self.proc.signal(signal.SIGSTOP)
+
+    def resume(self) -> bool:
+        return self.proc.signal(signal.SIGCONT)
+
+    def terminate(self) -> bool:
+        sent = self.proc.signal(signal.SIGTERM)
+        self.proc.signal(signal.SIGCONT)  # a paused group must run to handle SIGTERM
+        return sent
+
+    def kill(self) -> bool:
+        return self.proc.signal(signal.SIGKILL)
+
+    def start_now(self) -> bool:
+        return False  # a local run is running as soon as it has a handle
+
+    def cleanup(self) -> None:
+        if self.proc.group_pids():  # the workload's own children outlived it: no orphans
+            with contextlib.suppress(OSError):
+                os.killpg(self.proc.pgid, signal.SIGKILL)
+        self.proc.signal_escaped(signal.SIGKILL)  # and none that setsid()'d away from the group
+
+    def facts(self) -> dict[str, Any]:
+        return {"pid": self.proc.pid, "pgid": self.proc.pgid, "create_time": self.proc.create_time,
+                "descendants": sorted((pid, t) for pid, t in self.proc.known.items())}
+
+
+class LocalBackend:
+    name = "local"
+    assigns_devices = True
+
+    def start(self, spec: RunSpec, run_dir: Path, launch: Launch) -> LocalRun:
+        return LocalRun(process.start(
+            spec.argv, run_dir, env=launch.env, cwd=spec.cwd, cpus=launch.cpus, mem_bytes=launch.mem_bytes,
+            cache_clear=spec.cache_clear_cmd, cache_clear_timeout=spec.cache_clear_timeout,
+        ))
+
+    def adopt(self, record: RunRecord, run_dir: Path) -> LocalRun | None:
+        if not (record.pid and record.create_time):
+            return None
+        proc = process.adopt(record.pid, record.create_time, run_dir)
+        proc.known = {int(pid): float(t) for pid, t in record.descendants}
+        return LocalRun(proc)
+
+    def refresh(self) -> None:
+        return None
+
+    def why_not(self, action: str, state: RunState) -> str | None:
+        return why_not(action, state)

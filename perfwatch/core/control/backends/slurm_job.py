@@ -1,0 +1,99 @@
+"""Inside a Slurm job: turn the run's JSON instructions into the supervisor's argv and exec it.
+
+`python -m perfwatch.core.control.backends.slurm_job JOB_JSON` is what the constant batch
+script runs. On one node without a container the workload runs directly under the supervisor,
+as a local run does. A multi-node torchrun job, or any job with a Pyxis container image, runs
+its workload as one `srun` step with one task per node (`--container-image`/`--container-mounts`
+passed to that step); torchrun's rendezvous is taken from the allocation: c10d on the first
+node of `SLURM_JOB_NODELIST`, the job id as the rendezvous id.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+RDZV_PORT = 29500
+_RDZV_FLAGS = ("--standalone", "--node-rank", "--node_rank", "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id",
+               "--rdzv_id", "--rdzv-backend", "--rdzv_backend", "--master-addr", "--master_addr",
+               "--master-port", "--master_port")
+
+
+def first_node(nodelist: str) -> str:
+    """The allocation's first host name (`scontrol show hostnames` expands `node[01-04]`)."""
+    done = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
+                          check=False, timeout=30)
+    names = done.stdout.split()
+    return names[0] if done.returncode == 0 and names else nodelist.split(",")[0]
+
+
+def torchrun_for_allocation(argv: list[str], nnodes: int, endpoint: str, rdzv_id: str) -> list[str]:
+    """A `python -m torch.distributed.run ...` argv with its rendezvous replaced by the allocation's."""
+    try:
+        start = argv.index("torch.distributed.run") + 1
+    except ValueError:
+        return argv
+    out = argv[:start]
+    i = start
+    while i < len(argv) and argv[i].startswith("-"):
+        flag = argv[i].split("=", 1)[0]
+        if flag in _RDZV_FLAGS or flag == "--nnodes":
+            takes_value = "=" not in argv[i] and flag != "--standalone"
+            i += 2 if takes_value else 1
+            continue
+        out.append(argv[i])
+        i += 1
+    out += [f"--nnodes={nnodes}", "--rdzv-backend=c10d", f"--rdzv-endpoint={endpoint}", f"--rdzv-id={rdzv_id}"]
+    return out + argv[i:]
+
+
+def workload_argv(job: dict[str, Any], environ: dict[str, str]) -> list[str]:
+    """What the supervisor starts for this job on this allocation."""
+    argv = list(job["argv"])
+    nnodes = int(job.get("nnodes") or 1)
+    image = job.get("container_image")
+    if job.get("launcher") == "torchrun" and nnodes > 1:
+        master = first_node(environ.get("SLURM_JOB_NODELIST", "localhost"))
+        argv = torchrun_for_allocation(argv, nnodes, f"{master}:{RDZV_PORT}", f"slurm-{environ.get('SLURM_JOB_ID', '0')}")
+    if nnodes <= 1 and not image:
+        return argv
+    if image and argv and argv[0] == job.get("planned_python"):
+        argv[0] = "python"  # the container has its own interpreter
+    step = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
+    if image:
+        step.append(f"--container-image={image}")
+        if job.get("container_mounts"):
+            step.append(f"--container-mounts={','.join(job['container_mounts'])}")
+        step.append(f"--container-workdir={job['cwd']}")
+    return [*step, *argv]
+
+
+def supervisor_argv(job: dict[str, Any], workload: list[str]) -> list[str]:
+    cmd = [sys.executable, "-m", "perfwatch.core.control.supervisor", "--exit-file", job["exit_file"]]
+    if job.get("cache_clear"):
+        cmd += ["--cache-clear", json.dumps(job["cache_clear"]),
+                "--cache-clear-timeout", str(job.get("cache_clear_timeout") or 0)]
+    return [*cmd, "--", *workload]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m perfwatch.core.control.backends.slurm_job JOB_JSON", file=sys.stderr)
+        return 2
+    job = json.loads(Path(args[0]).read_text())
+    env = {**os.environ, **{str(k): str(v) for k, v in job.get("env", {}).items()}}
+    cmd = supervisor_argv(job, workload_argv(job, env))
+    os.chdir(job["cwd"])
+    print(f"perfwatch: Slurm job {env.get('SLURM_JOB_ID', '?')} on {env.get('SLURM_JOB_NODELIST', '?')}",
+          flush=True)
+    os.execve(cmd[0], cmd, env)
+    return 127  # not reached
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

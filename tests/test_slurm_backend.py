@@ -1,0 +1,199 @@
+"""Campaigns on a real single-node Slurm (tests/slurm_cluster.py): submit, state, control, re-adopt.
+
+Every claim is checked against Slurm itself (squeue, scontrol show job, scontrol listpids) and
+the processes' own state (psutil), never against perfwatch's view alone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import psutil
+from test_launch_helpers import FAKE, ROOT, campaign_file, scheduler, wait_for
+
+from perfwatch.core.control.controller import RunState
+
+HANG = f"[python, {FAKE}, --mode, hang, --epochs, 5, --step, 0.05]"
+
+
+def squeue_state(job_id: str) -> str:
+    out = subprocess.run(["squeue", "-h", "-t", "all", "-j", job_id, "-o", "%T"], capture_output=True, text=True)
+    return out.stdout.strip()
+
+
+def job_state(job_id: str) -> str:
+    out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True).stdout
+    m = re.search(r"JobState=(\S+)", out)
+    return m.group(1) if m else ""
+
+
+def job_pids(job_id: str) -> list[int]:
+    out = subprocess.run(["scontrol", "listpids", job_id], capture_output=True, text=True).stdout
+    return [int(line.split()[0]) for line in out.splitlines()[1:] if line.split() and line.split()[0].isdigit()]
+
+
+def statuses(pids: list[int]) -> set[str]:
+    out = set()
+    for pid in pids:
+        try:
+            out.add(psutil.Process(pid).status())
+        except psutil.Error:
+            continue
+    return out
+
+
+def registry(logdir: Path) -> dict:
+    return json.loads((logdir / "perfwatch.json").read_text())
+
+
+def record(logdir: Path, run_id: str) -> dict:
+    return next(r for r in registry(logdir)["runs"] if r["run_id"] == run_id)
+
+
+def perfwatch(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "perfwatch", *args], cwd=ROOT, capture_output=True, text=True,
+                          timeout=180, check=False, **kw)  # type: ignore[call-overload]
+
+
+def test_slurm_runs_pause_resume_stop_kill_restart(slurm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    s = scheduler(tmp_path, f"""
+        scheduler: {{backend: slurm}}
+        defaults: {{grace: 3s}}
+        jobs:
+          - {{name: long, repeat: 2, cmd: {HANG}}}
+        """)
+    try:
+        assert wait_for(lambda: all(r.state is RunState.RUNNING for r in s.runs.values()), timeout=60, tick=s.poll)
+        ids = {rid: s.runs[rid].record["slurm_job_id"] for rid in s.runs}
+        assert len(set(ids.values())) == 2 and all(squeue_state(j) == "RUNNING" for j in ids.values())
+        first = ids["long.r0"]
+        assert wait_for(lambda: (tmp_path / "logdir/long.r0/output.log").exists()
+                        and "waiting forever" in (tmp_path / "logdir/long.r0/output.log").read_text())
+
+        s.pause("long.r0")
+        assert s.runs["long.r0"].state is RunState.PAUSED
+        assert squeue_state(first) == "SUSPENDED"
+        assert job_pids(first)
+        assert wait_for(lambda: statuses(job_pids(first)) == {psutil.STATUS_STOPPED})  # slurmd sends SIGSTOP
+        s.resume("long.r0")
+        assert wait_for(lambda: squeue_state(first) == "RUNNING")
+        assert wait_for(lambda: psutil.STATUS_STOPPED not in statuses(job_pids(first)))  # slurmd sends SIGCONT
+        s.poll()
+        assert s.runs["long.r0"].state is RunState.RUNNING
+
+        s.stop("long.r0")
+        assert wait_for(lambda: s.runs["long.r0"].state.terminal, timeout=30, tick=s.poll)
+        assert s.runs["long.r0"].state is RunState.STOPPED
+        assert "SIGTERM" in (s.runs["long.r0"].reason or "")  # the workload got TERM, not the KILL after grace
+        assert wait_for(lambda: squeue_state(first) not in ("RUNNING", "SUSPENDED", "COMPLETING"))
+
+        s.kill("long.r1")
+        assert wait_for(lambda: s.runs["long.r1"].state.terminal, timeout=30, tick=s.poll)
+        assert s.runs["long.r1"].state is RunState.KILLED
+        assert wait_for(lambda: squeue_state(ids["long.r1"]) not in ("RUNNING", "COMPLETING"))
+
+        s.restart("long.r0")
+        assert wait_for(lambda: s.runs["long.r0"].state is RunState.RUNNING, timeout=60, tick=s.poll)
+        again = s.runs["long.r0"].record["slurm_job_id"]
+        assert again != first and squeue_state(again) == "RUNNING"
+        assert s.runs["long.r0"].record["attempts"][0]["slurm_job_id"] == first  # earlier attempt kept
+        assert (tmp_path / "logdir/long.r0/.attempt-1.output.log").exists()
+        s.kill("long.r0")
+        assert wait_for(lambda: s.done, timeout=30, tick=s.poll)
+    finally:
+        s.close(stop_runs=True)
+
+
+def test_launch_backend_slurm_runs_a_demo_job_as_slurm_jobs(slurm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # the demo campaign's MLP job (workloads/demo.yaml), one grid point, plus a second workload
+    path = campaign_file(tmp_path, f"""
+        name: demo-slurm
+        defaults: {{threads: 1, timeout: 5m, target: {{key: eval_accuracy, value: 0.90}}, exit_at_target: true}}
+        jobs:
+          - name: mlp
+            benchmark: mlp_regression
+            cmd: [python, workloads/mlp.py]
+            args: {{--batch-size: 32, --lr: 0.003, --seed: "{{seed}}", --target: 0.90, --max-epochs: 40,
+                   --in-features: 32, --hidden: 128, --depth: 2, --train-samples: 4096, --eval-samples: 1024}}
+          - {{name: fake, cmd: [python, {FAKE}, --epochs, 10, --step, 0.05]}}
+        """)
+    logdir = tmp_path / "logdir"
+    done = perfwatch("launch", str(path), "--headless", "--backend", "slurm", "--logdir", str(logdir))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "all runs succeeded" in done.stdout
+    for run in registry(logdir)["runs"]:
+        assert run["state"] == "succeeded"
+        assert job_state(run["slurm_job_id"]) == "COMPLETED"  # Slurm's own word
+        mllog = (logdir / run["run_id"] / "mllog.txt").read_text()
+        assert '"key": "run_stop"' in mllog and '"status": "success"' in mllog
+        assert f"Slurm job {run['slurm_job_id']} on" in (logdir / run["run_id"] / "output.log").read_text()
+    report = perfwatch("report", str(logdir))
+    assert report.returncode == 0 and "mlp.r0" in report.stdout
+
+
+def test_sigkill_perfwatch_then_control_and_attach_readopt_slurm_jobs(slurm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    gate = tmp_path / "gate"
+    path = campaign_file(tmp_path, f"""
+        scheduler: {{backend: slurm, time_limit: 10m}}
+        defaults: {{target: {{value: 0.9}}}}
+        jobs:
+          - {{name: job, repeat: 2, cmd: [python, {FAKE}, --epochs, 10, --step, 0.05, --gate, {gate}]}}
+        """)
+    logdir = tmp_path / "logdir"
+    with open(tmp_path / "launch.out", "wb") as out:
+        pw = subprocess.Popen([sys.executable, "-m", "perfwatch", "launch", str(path), "--headless", "--logdir",
+                               str(logdir)], cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        assert wait_for(lambda: (logdir / "perfwatch.json").exists() and
+                        all(r["state"] == "running" for r in registry(logdir)["runs"]), timeout=60)
+        os.killpg(pw.pid, signal.SIGKILL)
+        pw.wait()
+        ids = {r["run_id"]: r["slurm_job_id"] for r in registry(logdir)["runs"]}
+        assert all(squeue_state(j) == "RUNNING" for j in ids.values())  # the jobs outlive perfwatch
+
+        done = perfwatch("control", str(logdir), "job.r0", "pause")
+        assert done.returncode == 0, done.stderr
+        assert squeue_state(ids["job.r0"]) == "SUSPENDED"
+        assert wait_for(lambda: statuses(job_pids(ids["job.r0"])) == {psutil.STATUS_STOPPED})
+        done = perfwatch("control", str(logdir), "job.r0", "resume")
+        assert done.returncode == 0, done.stderr
+        assert squeue_state(ids["job.r0"]) == "RUNNING"
+        assert perfwatch("control", str(logdir), "job.r0", "start").returncode == 2  # not queued: refused
+
+        assert perfwatch("control", str(logdir), "job.r1", "kill").returncode == 0
+        assert record(logdir, "job.r1")["state"] == "killed"
+        assert wait_for(lambda: squeue_state(ids["job.r1"]) not in ("RUNNING", "COMPLETING"))
+        assert perfwatch("control", str(logdir), "job.r1", "restart").returncode == 0
+        assert record(logdir, "job.r1")["state"] == "queued"  # nobody owns the campaign: it waits
+        done = perfwatch("control", str(logdir), "job.r1", "start")
+        assert done.returncode == 0, done.stderr
+        new = record(logdir, "job.r1")["slurm_job_id"]
+        assert new != ids["job.r1"]
+        assert wait_for(lambda: squeue_state(new) == "RUNNING", timeout=60)
+
+        with open(tmp_path / "attach.out", "wb") as out:
+            at = subprocess.Popen([sys.executable, "-m", "perfwatch", "attach", str(logdir), "--headless"],
+                                  cwd=ROOT, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        assert wait_for(lambda: (registry(logdir).get("scheduler") or {}).get("pid") == at.pid)
+        gate.touch()
+        assert wait_for(lambda: at.poll() is not None, timeout=90)
+        text = (tmp_path / "attach.out").read_text()
+        assert at.returncode == 0, text
+        assert "all runs succeeded" in text
+        final = {r["run_id"]: r for r in registry(logdir)["runs"]}
+        assert final["job.r0"]["slurm_job_id"] == ids["job.r0"]  # re-adopted, not submitted again
+        assert final["job.r1"]["slurm_job_id"] == new and final["job.r1"]["attempt"] == 2
+        assert job_state(ids["job.r0"]) == "COMPLETED" and job_state(new) == "COMPLETED"
+    finally:
+        gate.touch()
+        if pw.poll() is None:
+            os.killpg(pw.pid, signal.SIGKILL)
+        known = [str(r.get("slurm_job_id")) for r in registry(logdir)["runs"] if r.get("slurm_job_id")]
+        if known:
+            subprocess.run(["scancel", *known], check=False)
