@@ -70,7 +70,7 @@ def test_slurm_runs_pause_resume_stop_kill_restart(slurm, tmp_path: Path) -> Non
         """)
     try:
         assert wait_for(lambda: all(r.state is RunState.RUNNING for r in s.runs.values()), timeout=60, tick=s.poll)
-        ids = {rid: s.runs[rid].record["slurm_job_id"] for rid in s.runs}
+        ids = {rid: s.runs[rid].record.slurm_job_id for rid in s.runs}
         assert len(set(ids.values())) == 2 and all(squeue_state(j) == "RUNNING" for j in ids.values())
         first = ids["long.r0"]
         assert wait_for(lambda: (tmp_path / "logdir/long.r0/output.log").exists()
@@ -100,9 +100,9 @@ def test_slurm_runs_pause_resume_stop_kill_restart(slurm, tmp_path: Path) -> Non
 
         s.restart("long.r0")
         assert wait_for(lambda: s.runs["long.r0"].state is RunState.RUNNING, timeout=60, tick=s.poll)
-        again = s.runs["long.r0"].record["slurm_job_id"]
+        again = s.runs["long.r0"].record.slurm_job_id
         assert again != first and squeue_state(again) == "RUNNING"
-        assert s.runs["long.r0"].record["attempts"][0]["slurm_job_id"] == first  # earlier attempt kept
+        assert s.runs["long.r0"].record.attempts[0]["slurm_job_id"] == first  # earlier attempt kept
         assert (tmp_path / "logdir/long.r0/.attempt-1.output.log").exists()
         s.kill("long.r0")
         assert wait_for(lambda: s.done, timeout=30, tick=s.poll)
@@ -114,7 +114,7 @@ def test_launch_backend_slurm_runs_a_demo_job_as_slurm_jobs(slurm, tmp_path: Pat
     # the demo campaign's MLP job (workloads/demo.yaml), one grid point, plus a second workload
     path = campaign_file(tmp_path, f"""
         name: demo-slurm
-        defaults: {{threads: 1, timeout: 5m, target: {{key: eval_accuracy, value: 0.90}}, exit_at_target: true}}
+        defaults: {{threads: 1, timeout: 5m, target: {{key: eval_accuracy, value: 0.90}}}}  # mlp.py stops at --target
         jobs:
           - name: mlp
             benchmark: mlp_regression
