@@ -40,6 +40,11 @@ class LocalRun:
         return self.proc.exit_record
 
     @property
+    def known(self) -> dict[int, float]:
+        """Every process seen below the supervisor (pid -> create time), see `process.Proc.track`."""
+        return self.proc.known
+
+    @property
     def unknown(self) -> bool:
         return self.proc.unknown
 
