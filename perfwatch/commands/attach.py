@@ -5,13 +5,15 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfwatch.commands import _metrics
 from perfwatch.commands._options import add_ruleset
 from perfwatch.commands.launch import open_ui
-from perfwatch.core.control.registry import RegistryError
-from perfwatch.core.engine import Session, attach_session
 from perfwatch.text.escape import printable
+
+if TYPE_CHECKING:  # the engine is imported when attaching, not for `perfwatch --help`
+    from perfwatch.core.engine import Session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -44,6 +46,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from perfwatch.core.control.registry import RegistryError
+    from perfwatch.core.engine import attach_session
+
     if not args.logdir.exists():
         print(f"perfwatch attach: {args.logdir}: no such file or directory", file=sys.stderr)
         return 2
@@ -103,6 +108,7 @@ def describe_plan(data: dict) -> list[str]:
 def _untrusted(session: Session, args: argparse.Namespace) -> Session:
     """Watch only, or show the plan and take it over once the user confirms this exact plan."""
     from perfwatch.core.control import trust
+    from perfwatch.core.engine import attach_session
 
     exc = session.untrusted
     assert exc is not None

@@ -6,10 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfwatch.commands._options import add_ruleset
-from perfwatch.core.mlperf.checker import CheckResult, check_tree
 from perfwatch.text.escape import echo
+
+if TYPE_CHECKING:  # mlperf_logging is imported when checking, not for `perfwatch --help`
+    from perfwatch.core.mlperf.checker import CheckResult
 
 MAX_MESSAGE_LINES = 12
 
@@ -63,6 +66,8 @@ def run(args: argparse.Namespace) -> int:
     if not root.exists():
         print(f"perfwatch check: {root}: no such file or folder", file=sys.stderr)
         return 2
+    from perfwatch.core.mlperf.checker import check_tree
+
     results = check_tree(root, ruleset=args.ruleset)
     if not results:
         print(f"perfwatch check: no mllog files under {root}", file=sys.stderr)

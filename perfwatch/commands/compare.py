@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 
 from perfwatch.commands._options import add_ruleset
-from perfwatch.core.model import book as runbook
-from perfwatch.core.results.comparison import compare, render_comparisons
 from perfwatch.text.escape import echo
 
 
@@ -29,6 +27,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from perfwatch.core.model import book as runbook
+    from perfwatch.core.results.comparison import compare, render_comparisons
+
     books = []
     for label, root in (("A", args.a), ("B", args.b)):
         if not root.exists():

@@ -8,10 +8,13 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfwatch.commands import _metrics
-from perfwatch.core.control.campaign import Campaign, CampaignError, load_campaign
-from perfwatch.core.engine import Session, expand_logdir, launch_session
+
+if TYPE_CHECKING:  # the engine is imported when a campaign runs, not for `perfwatch --help`
+    from perfwatch.core.control.campaign import Campaign
+    from perfwatch.core.engine import Session
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -100,6 +103,9 @@ def open_ui(session: Session, args: argparse.Namespace, *, stop_on_interrupt: bo
 
 
 def run(args: argparse.Namespace) -> int:
+    from perfwatch.core.control.campaign import CampaignError, load_campaign
+    from perfwatch.core.engine import expand_logdir, launch_session
+
     try:
         campaign = load_campaign(args.campaign, backend=args.backend)
     except CampaignError as exc:

@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from perfwatch.commands._options import add_ruleset
-from perfwatch.core.model import book as runbook
-from perfwatch.core.results import summary as report_mod
+
+if TYPE_CHECKING:
+    from perfwatch.core.model.book import RunBook
 from perfwatch.text.escape import echo
 
 
@@ -34,12 +36,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument(
         "--no-cpu-peak", action="store_true",
-        help="do not measure this host's matmul peak for the MFU of CPU runs (MFU shows — for them)",
+        help="leave out the CPU peak stored by `perfwatch peak --measure` (MFU of CPU runs shows —)",
     )
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    from perfwatch.core.model import book as runbook
+    from perfwatch.core.results import summary as report_mod
+
     root: Path = args.logdir
     if not root.exists():
         print(f"perfwatch report: {root}: no such file or directory", file=sys.stderr)
@@ -83,7 +88,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _write_mila(book: runbook.RunBook, out: Path) -> None:
+def _write_mila(book: RunBook, out: Path) -> None:
     import json
 
     from perfwatch.core.results.comparison import mila_run_report

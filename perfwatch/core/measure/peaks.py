@@ -370,14 +370,16 @@ def cpu_peak(
 
 
 def cached_cpu_peak(dtype: str = "fp32", *, threads: int | None = None, cache: Path | None = None) -> PeakFlops | None:
-    """The measured CPU peak if this host measured it before (report, benchmarks); never measures.
+    """The measured CPU peak if this host measured it before (report, live view); never measures, no torch.
 
-    For the live view: a matmul benchmark would steal the very cores the runs are using.
+    Measuring is on purpose only (`perfwatch peak --measure`, measure/host_peak.py): a matmul
+    benchmark would steal the very cores the runs are using, and importing torch costs a command
+    a quarter of a second.
     """
-    try:
-        return cpu_peak(dtype, threads=threads, cache=cache, measure=_refuse)
-    except (_NotCached, ImportError, ValueError):
-        return None
+    from perfwatch.core.measure.host_peak import lookup
+
+    found = lookup(dtype, threads, cache)
+    return found.peak() if found is not None else None
 
 
 class _NotCached(Exception):

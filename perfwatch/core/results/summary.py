@@ -167,12 +167,12 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
     return Report(rows, benches)
 
 
-def metrics_columns(*, measure_cpu_peak: bool = True, cached_cpu_peak_only: bool = False
+def metrics_columns(*, measure_cpu_peak: bool = True, cached_cpu_peak_only: bool = True
                     ) -> Callable[[RunView], dict[str, Any]]:
-    """Throughput-now, MFU and telemetry columns (core/metrics); CPU runs use the measured host peak.
-
-    `cached_cpu_peak_only`: live consumers (the metrics endpoint) take the peak this host measured
-    before and never run the matmul benchmark themselves (it would steal the runs' cores).
+    """Throughput-now, MFU and telemetry columns (core/metrics); CPU runs use the host peak stored by
+    `perfwatch peak --measure` (measure/host_peak.py). Nothing here measures or imports torch:
+    `measure_cpu_peak=False` (report --no-cpu-peak) leaves the stored peak out too.
+    `cached_cpu_peak_only` is kept for callers written when report could measure; it is always so.
     """
     from perfwatch.core.measure import peaks as flops
     from perfwatch.core.measure import throughput as metrics
@@ -188,13 +188,7 @@ def metrics_columns(*, measure_cpu_peak: bool = True, cached_cpu_peak_only: bool
             threads = threads if isinstance(threads, int) and threads > 0 else None
             key = f"{dtype}/{threads}"
             if key not in cpu_peaks:
-                try:  # measured once per host, dtype and thread count, then cached
-                    if cached_cpu_peak_only:
-                        cpu_peaks[key] = flops.cached_cpu_peak(dtype, threads=threads)
-                    else:
-                        cpu_peaks[key] = flops.cpu_peak(dtype, threads=threads)
-                except (ImportError, ValueError, RuntimeError):
-                    cpu_peaks[key] = None
+                cpu_peaks[key] = flops.cached_cpu_peak(dtype, threads=threads)
             peak = cpu_peaks[key]
         return metrics.report_extra(view, peak=peak)
 
