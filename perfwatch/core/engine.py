@@ -32,6 +32,7 @@ from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.tail import LineBatch
 from perfwatch.core.ingest.watch import LogWatcher
 from perfwatch.core.layout import RUN_LOGS, TELEMETRY_FILE
+from perfwatch.core.measure.eta import Eta, eta_to_target
 from perfwatch.core.model.book import RunBook, iter_line_batches
 from perfwatch.core.model.view import RunView
 from perfwatch.core.telemetry.follow import TelemetryFollower
@@ -159,6 +160,7 @@ class LiveSnapshot:
     host: Mapping[str, Any]
     controlled: bool  # a controller steers these runs (keys like pause apply)
     views: Mapping[str, RunView]  # by run id, in the order the runs were found
+    etas: Mapping[str, Eta]  # by run id: when the eval metric reaches the target (core/measure/eta.py)
     procs: Mapping[str, ProcInfo]  # by run id; empty when nobody controls the runs
     devices: Snapshot | None  # the latest device sample (None before the first, or without a sampler)
     selected: SelectedRun
@@ -243,6 +245,8 @@ class LiveEngine:
         # engine thread only
         self._seq = 0
         self._views: dict[str, RunView] = {}
+        self._etas: dict[str, Eta] = {}
+        self._eta_keys: dict[str, tuple[object, ...]] = {}
         self._procs: dict[str, ProcInfo] = {}
         self._devices: Snapshot | None = None
         self._errors: deque[EngineError] = deque(maxlen=KEEP_ERRORS)
@@ -395,7 +399,8 @@ class LiveEngine:
         for rid in changed:
             run = self.book.get(rid)
             if run is not None:
-                self._views[rid] = run.view()
+                view = self._views[rid] = run.view()
+                self._update_eta(rid, view)
         devices = False
         if sample is not None:
             self._devices, devices = sample, True
@@ -410,6 +415,14 @@ class LiveEngine:
         if became_ready:
             self.ready.set()
         return True
+
+    def _update_eta(self, run_id: str, view: RunView) -> None:
+        """Refit only when the evals, the target or the run's end changed (a fit costs a few ms)."""
+        last = view.evals[-1] if view.evals else None
+        key = (len(view.evals), last, view.target, view.target_reached, view.phase == "stopped")
+        if self._eta_keys.get(run_id) != key:
+            self._eta_keys[run_id] = key
+            self._etas[run_id] = eta_to_target(view)
 
     def _first_time(self, error: EngineError) -> bool:
         """The same message is shown once, not every second while the problem lasts."""
@@ -470,6 +483,7 @@ class LiveEngine:
         snap = LiveSnapshot(
             seq=self._seq, title=s.title, host=MappingProxyType(dict(s.host)) if s.host else _EMPTY,
             controlled=self.controller is not None, views=MappingProxyType(dict(self._views)),
+            etas=MappingProxyType(dict(self._etas)),
             procs=MappingProxyType(dict(self._procs)), devices=self._devices, selected=self._selected,
             errors=tuple(self._errors), ready=ready,
         )

@@ -23,6 +23,7 @@ from perfwatch.core.control import registry
 from perfwatch.core.control.controller import ClientController, Controller, ProcInfo, RunState
 from perfwatch.core.control.scheduler import Scheduler
 from perfwatch.core.engine import LiveEngine, Session, Update, reread
+from perfwatch.core.measure.eta import Eta
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import RunView
 
@@ -122,7 +123,8 @@ class _LogPrinter:
             self.seen[v.run_id] = (v.phase, len(v.evals))
             self.p.line("  ".join(x for x in (f"{v.run_id:<24} {v.phase:<8}", _eval_text(v), _elapsed(v)) if x))
 
-    def changes(self, views: Mapping[str, RunView], changed: Iterable[str]) -> None:
+    def changes(self, views: Mapping[str, RunView], changed: Iterable[str],
+                etas: Mapping[str, Eta] | None = None) -> None:
         for rid in sorted(changed):
             v = views.get(rid)
             if v is None:
@@ -134,7 +136,7 @@ class _LogPrinter:
             if len(v.evals) > evals and v.phase != "stopped":
                 text = _eval_text(v) if v.target is not None else f"{v.evals[-1].value:.4g}"
                 self.p.line("  ".join(x for x in (f"{rid:<24} {'eval':<8}", text, _epoch(v.evals[-1]),
-                                                  _elapsed(v)) if x))
+                                                  _elapsed(v), _eta((etas or {}).get(rid), v)) if x))
             if v.phase == "stopped" and phase != "stopped":
                 self.p.line("  ".join(x for x in (f"{rid:<24} {'stopped':<8}", v.run_status or "-", _eval_text(v),
                                                   f"time-to-train {_fmt_s(_ttt(v))}") if x))
@@ -155,6 +157,17 @@ def _ttt(v: RunView) -> float | None:
 
 def _elapsed(v: RunView) -> str:
     return f"elapsed {_fmt_s(v.elapsed_ms / 1000)}" if v.elapsed_ms is not None and v.phase != "stopped" else ""
+
+
+def _eta(eta: Eta | None, v: RunView) -> str:
+    """The same ETA to target the TUI shows (core/measure/eta.py)."""
+    if eta is None or eta.status not in ("converging", "not_converging"):
+        return ""
+    return f"ETA {eta.text(v.elapsed_ms, _fmt_ms)}" if eta.status == "converging" else "not converging"
+
+
+def _fmt_ms(ms: float | None) -> str:
+    return _fmt_s(ms / 1000 if ms is not None else None)
 
 
 def _epoch(point: EvalPoint) -> str:
@@ -231,7 +244,7 @@ def follow_logs(session: Session, out: TextIO, *, tick: float = 0.25, status_eve
                 update = drive.next()
                 if update is not None:
                     views = update.snapshot.views
-                    logs.changes(views, update.changed)
+                    logs.changes(views, update.changed, update.snapshot.etas)
                 if time.time() >= next_status:
                     logs.status(views)
                     next_status = time.time() + status_every

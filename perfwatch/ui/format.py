@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from perfwatch.core import keys
 from perfwatch.core.control.controller import ProcInfo
 from perfwatch.core.control.states import RunState
+from perfwatch.core.measure.eta import Eta
+from perfwatch.core.measure.eta import progress as run_progress
 from perfwatch.core.model.run import RunView
 
 if TYPE_CHECKING:
@@ -32,7 +34,7 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("mfu", "MFU", 6),
     ("eval", "eval/target", 16),
     ("time", "ttt/elapsed", 11),
-    ("eta", "ETA", 8),
+    ("eta", "ETA", 12),
 )
 NARROW_HIDE = ("tp_avg", "mfu", "eta")  # dropped first when the terminal is narrow
 STATUS_CLASSES = ("queued", "running", "paused", "reached", "done", "failed", "stalled")
@@ -111,24 +113,30 @@ def status_of(view: RunView | None, proc: ProcInfo | None) -> tuple[str, str]:
 
 
 def progress(view: RunView) -> tuple[str, float]:
-    if view.samples is not None and view.train_samples:
-        frac = min(view.samples / view.train_samples, 1.0)
+    """Against the budget the log names (core/measure/eta.py), else where the run is: never a share
+    of `train_samples` (MLPerf's dataset size, not a budget)."""
+    p = run_progress(view)
+    frac = p.fraction
+    if frac is not None:
         return (f"{frac * 100:.1f}%" if frac < 0.1 else f"{frac * 100:.0f}%"), frac
-    if view.epoch is not None:
-        return f"ep {view.epoch:g}", view.epoch
-    if view.samples is not None:
-        return fmt_rate(view.samples), view.samples
-    return "–", -1.0
+    if p.done is None:
+        return "–", -1.0
+    if p.unit == "epoch":
+        return f"ep {p.done:g}", p.done
+    return fmt_rate(p.done), p.done
 
 
-def eta_ms(view: RunView) -> float | None:
-    """Remaining samples at the average rate (runs that log `train_samples` only)."""
-    if view.phase == "stopped" or view.samples is None or not view.train_samples:
-        return None
-    rate = view.throughput_stats.mean
-    if not rate or not math.isfinite(rate) or rate <= 0:
-        return None
-    return max(view.train_samples - view.samples, 0.0) / rate * 1000.0
+def eta_cell(view: RunView, eta: Eta | None) -> str:
+    """Time to the target from the eval curve's fit ("≈3:20 ±0:40", "≥16:00", "not converging")."""
+    if eta is None or view.phase == "stopped":
+        return "–"
+    return eta.text(view.elapsed_ms, fmt_eta)
+
+
+def fmt_eta(ms: float | None) -> str:
+    if ms is None or not math.isfinite(ms):
+        return "–"
+    return fmt_duration(ms) if ms >= 10_000 else f"{ms / 1000:.0f}s"
 
 
 def eval_cell(view: RunView) -> str:
@@ -175,7 +183,8 @@ def mfu_for(view: RunView | None, proc: ProcInfo | None, snapshot: Snapshot | No
     return mfu(view, peak, len(devices) or None, peak_reason=why).value
 
 
-def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mfu: float | None = None) -> Row:
+def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mfu: float | None = None,
+             eta: Eta | None = None) -> Row:
     status, label = status_of(view, proc)
     label = f"{_SYMBOL[status]} {label}"
     if view is None:
@@ -196,7 +205,7 @@ def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mf
         "mfu": "–" if mfu is None else (f"{mfu * 100:.1f}%" if mfu < 0.1 else f"{mfu * 100:.0f}%"),
         "eval": eval_cell(view),
         "time": time_cell,
-        "eta": fmt_duration(eta_ms(view)),
+        "eta": eta_cell(view, eta),
     }
     sort = {
         "id": run_id,

@@ -139,7 +139,7 @@ class MainScreen(Screen[None]):
         rows = []
         for rid in dirty:
             view, proc = snap.views.get(rid), snap.procs.get(rid)
-            rows.append(make_row(rid, view, proc, mfu_for(view, proc, snap.devices)))
+            rows.append(make_row(rid, view, proc, mfu_for(view, proc, snap.devices), snap.etas.get(rid)))
         # rows where only rates/times moved are repainted at most every minor_interval (less jitter)
         later = self.query_one(RunsTable).update_rows(rows, time.monotonic(), self.minor_interval - 0.1)
         self._mark(later)
@@ -208,7 +208,8 @@ class MainScreen(Screen[None]):
         findings = [f"{f.severity}: {f.message}" for f in view.findings] if view else []
         if view is not None and view.compliance_ok is not None and not findings:
             findings = ["compliance: all MLPerf rules pass so far"]
-        self.query_one(DetailPane).show(view, tail, proc, findings=findings)
+        eta = snap.etas.get(rid) if snap is not None and rid is not None else None
+        self.query_one(DetailPane).show(view, tail, proc, findings=findings, eta=eta)
         if sel is not None:
             self.query_one(RunTelemetry).show(sel.telemetry)
 

@@ -13,8 +13,10 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from perfwatch.core.control.controller import ProcInfo
+from perfwatch.core.measure.eta import Eta
+from perfwatch.core.measure.eta import progress as run_progress
 from perfwatch.core.model.run import RunView
-from perfwatch.ui.format import fmt_duration, fmt_rate, fmt_value, status_of
+from perfwatch.ui.format import fmt_duration, fmt_eta, fmt_rate, fmt_value, status_of
 from perfwatch.ui.widgets.plot import Plot
 from perfwatch.ui.widgets.run_telemetry import RunTelemetry
 
@@ -82,7 +84,8 @@ class LogTail(Widget):
         self._cache.clear()
 
 
-def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence[str] = ()) -> Text:
+def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence[str] = (),
+                 eta: Eta | None = None) -> Text:
     """Facts about one run, a few short lines."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if view is None and proc is None:
@@ -91,10 +94,11 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
     run_id = view.run_id if view is not None else proc.run_id if proc is not None else "?"
     status, label = status_of(view, proc)
     t.append(run_id, "bold")
-    t.append(f"  {label}")
+    t.append("   state ")
+    t.append(label, "bold")
     if view is not None:
         bits = [view.benchmark, view.org, view.platform, view.division]
-        t.append("  " + " · ".join(b for b in bits if b))
+        t.append("   " + " · ".join(b for b in bits if b))
         t.append("\n")
         ttt = view.time_to_train_ms
         t.append(f"time-to-train {fmt_duration(ttt)}" if ttt is not None else f"elapsed {fmt_duration(view.elapsed_ms)}")
@@ -115,6 +119,7 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
         else:
             t.append("no target")
         t.append(f"  best {fmt_value(view.best_eval)}  records {view.records}")
+        t.append("\n" + progress_text(view, eta))
         if view.bad_count:
             t.append(f"  bad lines {view.bad_count}", "bold")
     if proc is not None:
@@ -127,12 +132,34 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
     return t
 
 
+def progress_text(view: RunView, eta: Eta | None) -> str:
+    """Progress against the budget, distance to the target, ETA: one line."""
+    p = run_progress(view)
+    if p.done is None:
+        parts = ["progress –"]
+    elif p.budget is not None:
+        parts = [f"{p.unit} {p.done:g} of {p.budget:g} ({(p.fraction or 0) * 100:.0f}%)"]
+    else:
+        parts = [f"{p.unit} {p.done:g}" if p.unit == "epoch" else f"{fmt_rate(p.done)} {p.unit}"]
+    if view.target is not None and view.last_eval is not None and not view.target_reached:
+        gap = abs(view.target.value - view.last_eval)
+        parts.append(f"eval {fmt_value(view.last_eval)}, {fmt_value(gap)} from the target")
+    if eta is not None and view.phase != "stopped":
+        if eta.status == "converging":
+            parts.append(f"ETA {eta.text(view.elapsed_ms, fmt_eta)}" + (f" ({eta.reason})" if eta.reason else ""))
+        elif eta.status == "not_converging":
+            parts.append(f"not converging: {eta.reason}")
+        elif eta.status == "too_early":
+            parts.append(f"ETA: {eta.reason}")
+    return "  ·  ".join(parts)
+
+
 class DetailPane(Vertical):
     """Summary, plots side by side, the run's own telemetry, log tail."""
 
     DEFAULT_CSS = """
     DetailPane { border-top: solid $panel; }
-    DetailPane #detail-summary { height: 4; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    DetailPane #detail-summary { height: 5; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     DetailPane #detail-plots { height: 1fr; min-height: 4; max-height: 14; }
     DetailPane.log-only #detail-plots { display: none; }
     """
@@ -153,8 +180,9 @@ class DetailPane(Vertical):
         tail: Sequence[str],
         proc: ProcInfo | None = None,
         findings: Sequence[str] = (),
+        eta: Eta | None = None,
     ) -> None:
-        summary = summary_text(view, proc, findings)
+        summary = summary_text(view, proc, findings, eta)
         if summary != self._summary:  # same text: no repaint
             self._summary = summary
             self.query_one("#detail-summary", Static).update(summary, layout=False)
