@@ -132,3 +132,70 @@ def test_serve_refuses_a_taken_port_and_a_missing_folder(tmp_path: Path, capsys:
     assert "out of range" in capsys.readouterr().err
     assert main(["serve", str(tmp_path / "nope")]) == 2
     assert "no such file or directory" in capsys.readouterr().err
+
+
+def registry_state(logdir: Path, run_id: str) -> str | None:
+    """The run's state as the campaign owner wrote it to LOGDIR/perfwatch.json (read as plain JSON)."""
+    import json
+
+    try:
+        data = json.loads((logdir / "perfwatch.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return next((r.get("state") for r in data.get("runs", []) if r.get("run_id") == run_id), None)
+
+
+async def press(dt: browser.DevTools, char: str) -> None:
+    await dt.evaluate("document.querySelector('.xterm-helper-textarea').focus()")
+    await dt.send("Input.insertText", text=char)
+
+
+@pytest.mark.slow
+async def test_serve_a_campaign_yaml_and_pause_and_resume_a_run_from_the_browser(tmp_path: Path) -> None:
+    """Run control in the page is the terminal's: `p` pauses the live run (the owner SIGSTOPs it), `p` resumes."""
+    from test_launch_helpers import ROOT, campaign_file, wait_for
+
+    browser.chromium()
+    gate = tmp_path / "gate"
+    camp = campaign_file(tmp_path, f"""
+        name: web
+        jobs:
+          - name: hold
+            cmd: [{sys.executable}, {ROOT}/tests/workloads_fake/fake.py, --gate, {gate}, --epochs, "2"]
+        """)
+    logdir, port = tmp_path / "logdir", free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "perfwatch", "serve", str(camp), "--logdir", str(logdir),
+                             "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        wait_listening(port, proc)
+        assert wait_for(lambda: registry_state(logdir, "hold.r0") == "running", timeout=30)
+        async with browser.DevTools(tmp_path / "profile", size=(1400, 900)) as dt:
+            await dt.send("Page.enable")
+            await dt.send("Page.addScriptToEvaluateOnNewDocument", source=RECORD)
+            await dt.send("Page.navigate", url=f"http://127.0.0.1:{port}/")
+            await wait_screen(dt, lambda t: "hold.r0" in t)  # the app is up, its only run selected
+            shown = len(str(await dt.evaluate("window.__screen.join('')")))
+            await press(dt, "p")
+            assert wait_for(lambda: registry_state(logdir, "hold.r0") == "paused", timeout=20)
+            # like a user, press again once the page shows the run paused (`p` toggles on the shown state)
+            await wait_screen(dt, lambda t: any("paused" in x for x in t), start=shown)
+            await press(dt, "p")
+            assert wait_for(lambda: registry_state(logdir, "hold.r0") == "running", timeout=20)
+        gate.touch()
+        assert wait_for(lambda: registry_state(logdir, "hold.r0") == "succeeded", timeout=30)
+    finally:
+        gate.touch()
+        if registry_state(logdir, "hold.r0") not in ("succeeded", None):  # failed midway (maybe paused)
+            import json
+
+            from test_launch_helpers import kill_groups
+
+            data = json.loads((logdir / "perfwatch.json").read_text())
+            kill_groups({r["pgid"] for r in data["runs"] if r.get("pgid")})  # the owner then ends on its own
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()

@@ -24,8 +24,8 @@ _STYLE = """
 body{font:14px/1.4 system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#1b1b1b;background:#fff}
 h1{font-size:22px;margin:0 0 4px}h2{font-size:18px;margin:28px 0 8px;border-bottom:1px solid #ddd}
 h3{font-size:15px;margin:18px 0 6px}.meta{color:#555;margin:0 0 12px}
-table{border-collapse:collapse;font-size:12.5px;margin:6px 0}
-th,td{padding:3px 8px;border-bottom:1px solid #e4e4e4;text-align:left;white-space:nowrap}
+table{border-collapse:collapse;font-size:12px;margin:6px 0}
+th,td{padding:3px 5px;border-bottom:1px solid #e4e4e4;text-align:left;white-space:nowrap}
 th{background:#f3f3f3;position:sticky;top:0}td.n{text-align:right;font-variant-numeric:tabular-nums}
 tr.fail td{color:#a40000}.wrap{overflow-x:auto}
 .charts{display:flex;flex-wrap:wrap;gap:8px 24px}.chart-box{flex:0 0 600px;max-width:600px}
@@ -57,31 +57,45 @@ def _origin(v: RunView) -> float | None:
     return v.run_start_ms if v.run_start_ms is not None else v.first_time_ms
 
 
-def _minutes(points: Sequence[tuple[float, float]], origin: float) -> list[tuple[float, float]]:
-    return [((t - origin) / 60000.0, y) for t, y in points]
+def _time_unit(span_s: float) -> tuple[str, float]:
+    """(unit name, seconds per unit) that keeps the axis labels short for this span."""
+    if span_s < 120:
+        return "seconds", 1.0
+    if span_s < 3 * 3600:
+        return "minutes", 60.0
+    return "hours", 3600.0
+
+
+def _rebase(points: Sequence[tuple[float, float]], origin: float, per_unit: float) -> list[tuple[float, float]]:
+    """(time, y) with time made relative to `origin` and expressed in units of `per_unit` (same clock)."""
+    return [((t - origin) / per_unit, y) for t, y in points]
 
 
 def _bench_charts(bench: str, views: list[RunView], n: int) -> str:
     thr, evals, targets = [], [], {}
+    spans = [(v.last_time_ms or o) - o for v in views if (o := _origin(v)) is not None]
+    unit, per_unit = _time_unit(max(spans, default=0.0) / 1000.0)
     for v in views:
         origin = _origin(v)
         if origin is None:
             continue
-        thr.append(svg.Series(v.run_id, _minutes(v.throughput, origin)))
-        evals.append(svg.Series(v.run_id, _minutes([(e.time_ms, e.value) for e in v.evals], origin)))
+        thr.append(svg.Series(v.run_id, _rebase(v.throughput, origin, per_unit * 1000.0)))
+        evals.append(svg.Series(v.run_id, _rebase([(e.time_ms, e.value) for e in v.evals], origin, per_unit * 1000.0)))
         if v.target is not None:
             targets[v.target.describe()] = v.target.value
     key = next((v.target.key for v in views if v.target is not None), None) or "eval metric"
+    x_label = f"{unit} since run_start"
     charts = [
-        svg.Chart(f"Throughput — {bench}", "minutes since run_start", "samples/s", thr, chart_id=f"throughput-{n}"),
-        svg.Chart(f"{key} vs target — {bench}", "minutes since run_start", key, evals,
+        svg.Chart(f"Throughput — {bench}", x_label, "samples/s", thr, chart_id=f"throughput-{n}"),
+        svg.Chart(f"{key} vs target — {bench}", x_label, key, evals,
                   [svg.HLine(f"target {d}", y) for d, y in targets.items()], chart_id=f"eval-{n}"),
     ]
     return '<div class="charts">' + "".join(f'<div class="chart-box">{svg.render(c)}</div>' for c in charts) + "</div>"
 
 
 def _telemetry_series(records: list[dict[str, Any]]) -> dict[str, list[tuple[float, float]]]:
-    """Per tick: GPU util (mean over the run's GPUs), GPU power (sum), CPU % of the run's processes."""
+    """Per tick (seconds since the run's first sample): GPU util (mean over the run's GPUs), GPU power
+    (sum), CPU % of the run's processes."""
     t0 = next((r["time"] for r in records if isinstance(r.get("time"), int | float)), None)
     out: dict[str, list[tuple[float, float]]] = {"gpu": [], "power": [], "cpu": []}
     if t0 is None:
@@ -90,7 +104,7 @@ def _telemetry_series(records: list[dict[str, Any]]) -> dict[str, list[tuple[flo
         t = r.get("time")
         if not isinstance(t, int | float):
             continue
-        x = (t - t0) / 60.0
+        x = t - t0
         gpus = [g for g in r.get("gpus") or () if isinstance(g, dict)]
         utils = [g["util_sm"] for g in gpus if isinstance(g.get("util_sm"), int | float)]
         power = [g["power_w"] for g in gpus if isinstance(g.get("power_w"), int | float)]
@@ -113,13 +127,17 @@ def _telemetry(views: list[RunView]) -> str:
     if not per_run:
         return '<p class="empty">No telemetry.jsonl beside these logs (perfwatch records it for the runs it ' \
                "launches).</p>"
+    span = max((p[-1][0] for s in per_run.values() for p in s.values() if p), default=0.0)
+    unit, per_unit = _time_unit(span)
+    x_label = f"{unit} since the run's first sample"
+
+    def series(kind: str) -> list[svg.Series]:
+        return [svg.Series(r, [(x / per_unit, y) for x, y in s[kind]]) for r, s in per_run.items()]
+
     charts = [
-        svg.Chart("GPU utilization", "minutes since the run's first sample", "%",
-                  [svg.Series(r, s["gpu"]) for r, s in per_run.items()], chart_id="telemetry-gpu"),
-        svg.Chart("GPU power", "minutes since the run's first sample", "W",
-                  [svg.Series(r, s["power"]) for r, s in per_run.items()], chart_id="telemetry-power"),
-        svg.Chart("CPU of the run's processes", "minutes since the run's first sample", "%",
-                  [svg.Series(r, s["cpu"]) for r, s in per_run.items()], chart_id="telemetry-cpu"),
+        svg.Chart("GPU utilization", x_label, "%", series("gpu"), chart_id="telemetry-gpu"),
+        svg.Chart("GPU power", x_label, "W", series("power"), chart_id="telemetry-power"),
+        svg.Chart("CPU of the run's processes", x_label, "%", series("cpu"), chart_id="telemetry-cpu"),
     ]
     return '<div class="charts">' + "".join(f'<div class="chart-box">{svg.render(c)}</div>' for c in charts) + "</div>"
 

@@ -93,7 +93,8 @@ def render(chart: Chart, width: int = 600, height: int = 280) -> str:
         return f'<p class="empty">{esc(chart.title)}: no data</p>'
     xs = [x for s in series for x, _ in s.points]
     ys = [y for s in series for _, y in s.points] + [h.y for h in chart.hlines]
-    xt = nice_ticks(min(xs), max(xs))
+    lo_x = min(xs)
+    xt = nice_ticks(0.0 if lo_x >= 0 else lo_x, max(xs))  # time axes start at 0 (run_start)
     lo_y = min(ys)
     yt = nice_ticks(min(lo_y, 0.0) if lo_y >= 0 else lo_y, max(ys))
     x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
