@@ -30,11 +30,11 @@ async def test_attach_lists_every_run_and_details_the_selected_one(mlperf_logs):
         second = table(app).visible_ids[1]
         await until(pilot, lambda: second in screen_text(app).split("─" * 20)[-1], "detail of the 2nd run")
         assert "time-to-train" in screen_text(app)
-        assert "target ╌" in screen_text(app)  # the eval plot draws the target line
+        assert "╌ target 0.759" in screen_text(app)  # the eval plot draws the target line
         await pilot.press("l")  # log-only: the plots make room for the log tail
-        await until(pilot, lambda: "target ╌" not in screen_text(app), "the log without plots")
+        await until(pilot, lambda: "╌ target 0.759" not in screen_text(app), "the log without plots")
         await pilot.press("l")
-        await until(pilot, lambda: "target ╌" in screen_text(app), "the plots back")
+        await until(pilot, lambda: "╌ target 0.759" in screen_text(app), "the plots back")
         # nobody controls these runs: the control keys are not offered at all
         footer = screen_text(app).splitlines()[-1]
         assert "quit" in footer and "pause" not in footer and "kill" not in footer

@@ -42,8 +42,8 @@ class MainScreen(Screen[None]):
         text-wrap: nowrap;
         text-overflow: ellipsis;
     }
-    MainScreen RunsTable { height: 2fr; min-height: 4; }
-    MainScreen DetailPane { height: 3fr; min-height: 8; }
+    MainScreen RunsTable { height: auto; max-height: 45%; min-height: 3; }
+    MainScreen DetailPane { height: 1fr; min-height: 8; }
     MainScreen #filter { dock: bottom; margin-bottom: 1; }
     """
     BINDINGS = actions.bindings("main")

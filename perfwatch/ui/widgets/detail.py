@@ -119,7 +119,9 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
         else:
             t.append("no target")
         t.append(f"  best {fmt_value(view.best_eval)}  records {view.records}")
-        t.append("\n" + progress_text(view, eta))
+        line = progress_text(view, eta)
+        if line:
+            t.append("\n" + line)
         if view.bad_count:
             t.append(f"  bad lines {view.bad_count}", "bold")
     if proc is not None:
@@ -133,8 +135,11 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
 
 
 def progress_text(view: RunView, eta: Eta | None) -> str:
-    """Progress against the budget, distance to the target, ETA: one line."""
+    """Progress against the budget, distance to the target, ETA: one line ("" when it would only
+    repeat the epoch shown above)."""
     p = run_progress(view)
+    if p.budget is None and (view.target is None or view.target_reached or view.phase == "stopped"):
+        return ""
     if p.done is None:
         parts = ["progress –"]
     elif p.budget is not None:
@@ -170,7 +175,7 @@ class DetailPane(Vertical):
         yield Static(id="detail-summary")
         with Horizontal(id="detail-plots"):
             yield Plot("eval", id="plot-eval", classes="eval")
-            yield Plot("samples/s", id="plot-throughput")
+            yield Plot("throughput", unit="samples/s", zero_based=True, id="plot-throughput")
         yield RunTelemetry(id="detail-telemetry")
         yield LogTail(id="detail-log")
 
@@ -194,8 +199,8 @@ class DetailPane(Vertical):
         else:
             evals = [(e.time_ms, e.value) for e in view.evals]
             target = view.target.value if view.target is not None else None
-            key = view.target.key if view.target is not None else "eval"
-            eval_plot.set_data(evals, target, note=f"{key} · target ╌" if target is not None else key)
-            tp_plot.set_data(view.throughput, note=fmt_rate(view.last_throughput))
+            note = fmt_value(view.last_eval) if view.last_eval is not None else ""
+            eval_plot.set_data(evals, target, note=note, start_ms=view.run_start_ms)
+            tp_plot.set_data(view.throughput, note=fmt_rate(view.last_throughput), start_ms=view.run_start_ms)
         bad = frozenset(b.text for b in view.bad_lines) if view is not None else frozenset()
         self.query_one("#detail-log", LogTail).show(tail, bad)

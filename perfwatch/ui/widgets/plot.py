@@ -1,10 +1,20 @@
-"""A small braille line plot with an optional horizontal target line."""
+"""Line charts drawn in braille: readable at a glance, cheap to repaint.
+
+A `Plot` draws one or more series as connected lines (every pair of neighbouring points joined,
+Bresenham in the 2×4 dots of each braille cell), with SI-formatted y labels ("1.31M", "15.1k")
+and the unit in the title, a time axis (time since the run started, "0:00 … 5:18:57"), and an
+optional target drawn as a dashed line and labelled with its value. Rates are drawn from zero
+(`zero_based`), so a 2,338–2,350 samples/s wobble stays a flat line instead of filling the height.
+
+Line API: the rows are rebuilt only when the data or the size change; the same (immutable)
+series objects as last time return at once.
+"""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from itertools import groupby
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
@@ -12,72 +22,150 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 _DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))  # [row][col] bits of a braille cell
-_DOTS_BY_X = tuple(tuple(row[col] for row in _DOTS) for col in (0, 1))  # [col][row]
+SERIES_CLASSES = ("plot--line", "plot--line-2", "plot--line-3", "plot--line-4")
+LABEL_W = 7  # y labels: "-1.31M" plus the axis
+
+
+def fmt_si(v: float) -> str:
+    """3 significant digits with an SI suffix: 1.31M, 15.1k, 561, 0.759."""
+    if not math.isfinite(v):
+        return "–"
+    a = abs(v)
+    for unit, div in (("T", 1e12), ("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if a >= div * 0.9995:
+            return f"{v / div:.3g}{unit}"
+    if a == 0:
+        return "0"
+    return f"{v:.3g}"
+
+
+def fmt_elapsed(ms: float) -> str:
+    s = int(max(ms, 0.0) // 1000)
+    h, rem = divmod(s, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+@dataclass(frozen=True, slots=True)
+class Series:
+    label: str
+    points: Sequence[tuple[float, float]]  # (time_ms, value), time ascending
 
 
 def raster(
-    points: Sequence[tuple[float, float]], width: int, height: int, lo: float, hi: float
-) -> list[list[int]]:
-    """Braille bit masks, `height` rows × `width` cells, points joined column to column."""
-    grid = [[0] * width for _ in range(height)]
-    if not points or width < 1 or height < 1:
-        return grid
+    series: Sequence[Sequence[tuple[float, float]]], width: int, height: int,
+    x0: float, x1: float, lo: float, hi: float,
+) -> tuple[list[list[int]], list[list[int]]]:
+    """Braille bits and, per cell, the index of the series drawn last there (-1: none)."""
+    bits = [[0] * width for _ in range(height)]
+    owner = [[-1] * width for _ in range(height)]
+    if width < 1 or height < 1:
+        return bits, owner
     px_w, px_h = width * 2, height * 4
-    x0, x1 = points[0][0], points[-1][0]
     sx = (px_w - 1) / ((x1 - x0) or 1.0)
     sy = (px_h - 1) / ((hi - lo) or 1.0)
-    last_x, last_y = px_w - 1, px_h - 1
-    prev_x = prev_y = -1
-    for x, y in points:
-        cx = min(int((x - x0) * sx + 0.5), last_x)
-        cy = last_y - min(max(int((y - lo) * sy + 0.5), 0), last_y)
-        bits, cell = _DOTS_BY_X[cx & 1], cx >> 1
-        if prev_x < 0 or prev_x == cx or prev_y == cy:
-            grid[cy >> 2][cell] |= bits[cy & 3]
-        else:
-            for py in range(min(prev_y, cy), max(prev_y, cy) + 1):
-                grid[py >> 2][cell] |= bits[py & 3]
-        prev_x, prev_y = cx, cy
-    return grid
+
+    def dot(px: int, py: int, k: int) -> None:
+        if 0 <= px < px_w and 0 <= py < px_h:
+            r, c = py >> 2, px >> 1
+            bits[r][c] |= _DOTS[py & 3][px & 1]
+            owner[r][c] = k
+
+    for k, points in enumerate(series):
+        prev: tuple[int, int] | None = None
+
+        def put(a: int, b: int, k: int = k) -> None:
+            dot(a, b, k)
+
+        for x, y in points:
+            if not (math.isfinite(x) and math.isfinite(y)):
+                continue
+            px = int(round((x - x0) * sx))
+            py = (px_h - 1) - int(round((min(max(y, lo), hi) - lo) * sy))
+            if prev is None:
+                dot(px, py, k)
+            else:
+                _line(prev[0], prev[1], px, py, put)
+            prev = (px, py)
+    return bits, owner
+
+
+def _line(x0: int, y0: int, x1: int, y1: int, put: Callable[[int, int], None]) -> None:
+    """Bresenham: every dot between two points, so the curve is a line, not scattered dots."""
+    dx, dy = abs(x1 - x0), -abs(y1 - y0)
+    sx, sy = (1 if x0 < x1 else -1), (1 if y0 < y1 else -1)
+    err = dx + dy
+    while True:
+        put(x0, y0)
+        if x0 == x1 and y0 == y1:
+            return
+        e2 = 2 * err
+        if e2 >= dy:
+            err += dy
+            x0 += sx
+        if e2 <= dx:
+            err += dx
+            y0 += sy
 
 
 class Plot(Widget):
-    """Title line, then the curve; the target (if any) is drawn as a dashed line.
+    """Title (name, unit, latest value), the chart with y labels, a time axis; optional target line."""
 
-    Drawn with the Line API: the rows are rebuilt only when the data or the size change.
-    """
-
-    COMPONENT_CLASSES = {"plot--title", "plot--line", "plot--target", "plot--axis"}
+    COMPONENT_CLASSES = {"plot--title", "plot--target", "plot--axis", *SERIES_CLASSES}
     DEFAULT_CSS = """
     Plot { width: 1fr; height: 100%; padding: 0 1; }
     Plot > .plot--title { color: $foreground; text-style: bold; }
     Plot > .plot--line { color: $plot-line; }
+    Plot > .plot--line-2 { color: $plot-eval; }
+    Plot > .plot--line-3 { color: $status-paused; }
+    Plot > .plot--line-4 { color: $status-stalled; }
     Plot > .plot--target { color: $plot-target; }
     Plot > .plot--axis { color: $muted; }
     Plot.eval > .plot--line { color: $plot-eval; }
+    Plot.eval > .plot--line-2 { color: $plot-line; }
     """
 
-    def __init__(self, title: str, *, id: str | None = None, classes: str | None = None) -> None:
+    def __init__(self, title: str, *, unit: str = "", zero_based: bool = False, id: str | None = None,
+                 classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self._title = title
-        self._points: tuple[tuple[float, float], ...] = ()
-        self._source: Sequence[tuple[float, float]] | None = None
+        self.unit = unit
+        self.zero_based = zero_based
+        self._series: tuple[Series, ...] = ()
+        self._sources: tuple[object, ...] = ()
         self._target: float | None = None
+        self._target_label = ""
         self._note = ""
+        self._start: float | None = None
         self._rows: list[Strip] | None = None
         self._rows_size: tuple[int, int] = (0, 0)
         self._styles: dict[str, Style] | None = None
 
     def set_data(
-        self, points: Sequence[tuple[float, float]], target: float | None = None, note: str = ""
+        self, points: Sequence[tuple[float, float]], target: float | None = None, note: str = "",
+        *, start_ms: float | None = None, target_label: str = "target",
     ) -> None:
-        if points is self._source and target == self._target and note == self._note:
-            return  # the same (immutable, cached) series as last time: nothing to redraw
-        self._source = points
-        pts = tuple((x, y) for x, y in points if math.isfinite(x) and math.isfinite(y))
-        if pts == self._points and target == self._target and note == self._note:
+        """One series (the usual case)."""
+        self.set_series([Series("", points)] if points else [], target, note, start_ms=start_ms,
+                        target_label=target_label)
+
+    def set_series(
+        self, series: Sequence[Series], target: float | None = None, note: str = "", *,
+        start_ms: float | None = None, target_label: str = "target", title: str | None = None,
+    ) -> None:
+        sources = tuple(id(s.points) for s in series)
+        same_meta = (target, note, start_ms, target_label, title or self._title) == (
+            self._target, self._note, self._start, self._target_label, self._title)
+        if sources == self._sources and same_meta:
+            return  # the same (immutable, cached) series objects as last time: nothing to redraw
+        self._sources = sources
+        new = tuple(Series(s.label, tuple(s.points)) for s in series)
+        if new == self._series and same_meta:
             return
-        self._points, self._target, self._note = pts, target, note
+        self._series = new
+        self._target, self._note, self._start, self._target_label = target, note, start_ms, target_label
+        if title is not None:
+            self._title = title
         self._rows = None
         self.refresh()
 
@@ -90,8 +178,8 @@ class Plot(Widget):
         if self._styles is None:
             base = self.rich_style
             self._styles = {"base": base}
-            for name in ("title", "line", "target", "axis"):
-                self._styles[name] = base + self.get_component_rich_style(f"plot--{name}")
+            for name in self.COMPONENT_CLASSES:
+                self._styles[name] = base + self.get_component_rich_style(name)
         return self._styles
 
     @property
@@ -109,34 +197,70 @@ class Plot(Widget):
             self._rows, self._rows_size = self._draw(*size), size
         return self._rows
 
+    def _title_text(self) -> str:
+        unit = f" ({self.unit})" if self.unit else ""
+        return f"{self._title}{unit} {self._note}".rstrip()
+
     def _draw(self, width: int, height: int) -> list[Strip]:
-        style = self._style_map()
-        base = style["base"]
-        out = [[(f"{self._title} {self._note}".rstrip(), style["title"])]]
-        rows = height - 1
-        if not self._points:
-            out.append([("no data yet", style["axis"])])
+        st = self._style_map()
+        base, axis = st["base"], st["plot--axis"]
+        title: list[tuple[str, Style]] = [(self._title_text(), st["plot--title"])]
+        if self._target is not None:
+            title.append((f"  ╌ {self._target_label} {fmt_si(self._target)}".rstrip(), st["plot--target"]))
+        if len(self._series) > 1:  # a legend in the series' colours
+            for k, s in enumerate(self._series):
+                title.append((f"  ━ {s.label}", st[SERIES_CLASSES[k % len(SERIES_CLASSES)]]))
+        out: list[list[tuple[str, Style]]] = [title]
+        points = [p for s in self._series for p in s.points if math.isfinite(p[0]) and math.isfinite(p[1])]
+        rows = height - 2  # title and time axis
+        if not points:
+            out.append([("no data yet", axis)])
         elif rows >= 1:
-            ys = [y for _, y in self._points]
+            ys = [y for _, y in points]
             if self._target is not None:
                 ys.append(self._target)
             lo, hi = min(ys), max(ys)
+            if self.zero_based:
+                lo, hi = min(lo, 0.0), max(hi, 0.0)
             if hi == lo:
-                lo, hi = lo - 1.0, hi + 1.0
-            label_w = 7
-            labels = {0: f"{hi:.4g}", rows - 1: f"{lo:.4g}"}
-            grid = raster(self._points, max(width - label_w, 1), rows, lo, hi)
+                lo, hi = (lo - 1.0, hi + 1.0) if lo == 0 else (lo - abs(lo) * 0.05, hi + abs(hi) * 0.05)
+            x0 = self._start if self._start is not None else min(x for x, _ in points)
+            x1 = max(x for x, _ in points)
+            plot_w = max(width - LABEL_W, 1)
+            bits, owner = raster([s.points for s in self._series], plot_w, rows, x0, x1, lo, hi)
+            labels = {0: fmt_si(hi), rows - 1: fmt_si(lo)}
+            if rows >= 5:
+                labels[(rows - 1) // 2] = fmt_si(hi - (hi - lo) * ((rows - 1) // 2) / (rows - 1))
             target_row = None
+            tag = ""
             if self._target is not None:
-                target_row = min(int((hi - self._target) / (hi - lo) * (rows * 4 - 1) + 0.5) // 4, rows - 1)
-            axis, line_st, target_st = style["axis"], style["line"], style["target"]
-            for r, cells in enumerate(grid):
-                row: list[tuple[str, Style]] = [(labels.get(r, "")[: label_w - 1].rjust(label_w - 1) + "│", axis)]
-                blank, blank_st = ("╌", target_st) if r == target_row else (" ", base)
-                for dots, run in groupby(cells, key=bool):  # one segment per run of drawn / empty cells
-                    if dots:
-                        row.append(("".join([chr(0x2800 + bits) for bits in run]), line_st))
+                target_row = min(max(int((hi - self._target) / (hi - lo) * (rows - 1) + 0.5), 0), rows - 1)
+                tag = f" {self._target_label} {fmt_si(self._target)}".rstrip()
+            for r in range(rows):
+                row: list[tuple[str, Style]] = [(labels.get(r, "")[: LABEL_W - 1].rjust(LABEL_W - 1) + "│", axis)]
+                cells = bits[r]
+                c = 0
+                while c < plot_w:
+                    if cells[c]:
+                        k = owner[r][c]
+                        start = c
+                        while c < plot_w and cells[c] and owner[r][c] == k:
+                            c += 1
+                        style = st[SERIES_CLASSES[k % len(SERIES_CLASSES)]]
+                        row.append(("".join(chr(0x2800 + b) for b in cells[start:c]), style))
                     else:
-                        row.append((blank * sum(1 for _ in run), blank_st))
+                        start = c
+                        while c < plot_w and not cells[c]:
+                            c += 1
+                        if r == target_row:
+                            run = "╌" * (c - start)
+                            if c == plot_w and tag and len(run) > len(tag) + 2:
+                                run = run[: len(run) - len(tag)] + tag
+                            row.append((run, st["plot--target"]))
+                        else:
+                            row.append((" " * (c - start), base))
                 out.append(row)
-        return [Strip([Segment(text, st) for text, st in parts]).crop_extend(0, width, base) for parts in out]
+            left, right = "0:00", fmt_elapsed(x1 - x0)  # time since the run started (or the first point)
+            gap = max(plot_w - len(left) - len(right), 1)
+            out.append([(" " * (LABEL_W - 1) + "└", axis), (left + " " * gap + right, axis)])
+        return [Strip([Segment(text, s) for text, s in parts]).crop_extend(0, width, base) for parts in out]

@@ -146,13 +146,14 @@ class RunsTable(ScrollView, can_focus=True):
             ids.sort(key=lambda r: (self._rows[r].sort.get(key, 0), r), reverse=key in _DESCENDING)
         if ids == self._order and not force:
             return False
+        grew = len(ids) != len(self._order)
         keep = self._selected
         self._order = ids
         self._index = {r: i for i, r in enumerate(ids)}
         self.cursor = self._index.get(keep, min(self.cursor, max(len(ids) - 1, 0))) if keep else 0
         self.virtual_size = Size(self.scrollable_content_region.width, len(ids) + 1)
         self._announce()
-        self.refresh()
+        self.refresh(layout=grew)  # with `height: auto` the table takes the rows it has
         return True
 
     # ---- cursor -------------------------------------------------------------
@@ -203,6 +204,10 @@ class RunsTable(ScrollView, can_focus=True):
     def on_click(self, event: Click) -> None:
         if event.y >= 1:
             self._move_to(int(self.scroll_y) + event.y - 1)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        """The header and every visible row: the screen gives the table what it needs (up to its max)."""
+        return len(self._order) + 1
 
     # ---- drawing ------------------------------------------------------------
     def _layout(self, width: int) -> list[tuple[str, str, int]]:
