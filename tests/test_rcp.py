@@ -21,6 +21,11 @@ _SAMPLES = re.compile(r'("key": "eval_accuracy".*?"samples_count": )(\d+)')
 _TRAIN_SAMPLES = re.compile(r'("key": "train_samples", "value": )(\d+)')
 
 
+@pytest.fixture(autouse=True)
+def _own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
 def official(folder: Path, ruleset: str) -> tuple[bool, str, float]:
     """The package checker's call: pruned RCPs, bert in samples, nothing written."""
     logging.disable(logging.WARNING)
@@ -117,3 +122,32 @@ def test_live_projection_fed_run_by_run(tmp_path: Path, mlperf_logs: Path, facto
         assert p.mean_epochs is not None and p.allowed_min is not None and p.mean_epochs < p.allowed_min
     assert project([], "llama2_70b_lora", "4.0.0").state == "waiting"
     assert project(files, "llama2_70b_lora", "4.0.0", "open").state == "n/a"
+
+
+def test_verdict_is_cached_by_file_identity(capsys, tmp_path: Path, mlperf_logs: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfwatch.core.mlperf import rcp
+
+    folder = derive(mlperf_logs / LLAMA, tmp_path / "v4.0/llama2_70b_lora", 0.97)
+    first = _rcp(capsys, folder)
+
+    def no_second_run(*_a: object) -> None:
+        raise AssertionError("the checker ran again on unchanged files")
+
+    monkeypatch.setattr(rcp, "_run_checker", no_second_run)
+    assert _rcp(capsys, folder) == first
+    # a changed file is judged again
+    log = folder / "result_0.txt"
+    log.write_text(log.read_text(encoding="latin-1") + "\n", encoding="latin-1")
+    with pytest.raises(AssertionError, match="ran again"):
+        main(["report", str(folder), "--format", "json", "--no-cpu-peak"])
+
+
+def test_incomplete_folder_is_not_judged(capsys, tmp_path: Path, mlperf_logs: Path) -> None:
+    folder = tmp_path / "v4.0/llama2_70b_lora"
+    folder.mkdir(parents=True)
+    for i in range(3):
+        shutil.copy(mlperf_logs / LLAMA / f"result_{i}.txt", folder)
+    verdict = _rcp(capsys, folder)
+    assert verdict["verdict"] == "n/a" and "3 of the 10 runs" in verdict["message"]
+    assert rc.submission_runs["training"]["llama2_70b_lora"] == 10

@@ -20,10 +20,14 @@ verdict is actually needed (a closed-division folder whose ruleset has an RCP fo
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
 import importlib.util
+import json
 import math
 import os
-import tempfile
+import re
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +68,23 @@ def rcp_file(benchmark: str | None, ruleset: str | None) -> Path | None:
     return path if path.is_file() else None
 
 
+def required_runs(benchmark: str) -> int | None:
+    """How many runs a submission of `benchmark` holds (the RCP checker's `submission_runs`), read
+    from its source so that this needs no import of the module (which imports scipy)."""
+    source = (_rcp_dir() or Path("/nonexistent")) / "rcp_checker.py"
+    return _submission_runs(str(source)).get(benchmark)
+
+
+@functools.cache
+def _submission_runs(source: str) -> dict[str, int]:
+    try:
+        text = Path(source).read_text()
+    except OSError:
+        return {}
+    block = text[text.find('"training"'):text.find('"hpc"')]
+    return {m.group(1): int(m.group(2)) for m in re.finditer(r"'(\w+)'\s*:\s*(\d+)", block)}
+
+
 def not_applicable(benchmark: str | None, ruleset: str | None, division: str | None) -> str | None:
     """Why no RCP verdict applies (None when one does)."""
     if not benchmark:
@@ -102,6 +123,9 @@ def _as_results_folder(paths: Sequence[str]) -> Iterator[str]:
         if names == present:
             yield folder
             return
+
+    import tempfile  # only for a LOGDIR's repeats (a results folder is read in place)
+
     with tempfile.TemporaryDirectory(prefix="perfwatch-rcp-") as tmp:
         for i, p in enumerate(paths):
             os.symlink(os.path.abspath(p), os.path.join(tmp, f"result_{i}.txt"))
@@ -116,31 +140,109 @@ def _trimmed_mean(epochs: Sequence[float], benchmark: str) -> float | None:
 
 
 def folder_verdict(paths: Sequence[str], benchmark: str | None, ruleset: str | None,
-                   division: str | None) -> RcpVerdict:
-    """mlperf_logging's RCP verdict on one benchmark folder's run logs (module docstring)."""
+                   division: str | None, *, cache: Path | None = None) -> RcpVerdict:
+    """mlperf_logging's RCP verdict on one benchmark folder's run logs (module docstring).
+
+    Judged only on a complete folder (as many runs as a submission holds: a partial one is what
+    `project` is for). The checker reads every line with a regex per line (a minute for a 200k-line
+    log) and imports scipy: its verdict is kept in the user's cache, keyed by the files' paths,
+    sizes and modification times, the ruleset and the mlperf_logging version.
+    """
     why = not_applicable(benchmark, ruleset, division)
     if why is not None or not paths:
         return RcpVerdict("n/a", 1.0, None, why or "no runs")
     assert benchmark is not None and ruleset is not None
+    need = required_runs(benchmark)
+    if need is not None and len(paths) < need:
+        return RcpVerdict("n/a", 1.0, None, f"{len(paths)} of the {need} runs a {benchmark} submission holds: "
+                          "the RCP check judges a complete folder (the live view projects it)")
+    key = _cache_key(paths, benchmark, ruleset)
+    hit = _cached(key, cache)
+    if hit is not None:
+        return hit
+    verdict = _run_checker(paths, benchmark, ruleset)
+    if key is not None and not verdict.message.startswith("the RCP checker failed"):
+        _store(key, verdict, cache)
+    return verdict
+
+
+def _run_checker(paths: Sequence[str], benchmark: str, ruleset: str) -> RcpVerdict:
     from mlperf_logging.rcp_checker import rcp_checker as rc
 
-    with _quiet(), _as_results_folder(paths) as folder:
+    from perfwatch.core.mlperf.checker import captured_logs
+
+    with captured_logs() as lines, _as_results_folder(paths) as folder:
         try:
             passed, msg, norm = rc.check_directory(folder, USAGE, ruleset, False, BERT_TRAIN_SAMPLES,
                                                    rcp_file=None, rcp_pass=RCP_PASS, rcp_bypass=False,
                                                    set_scaling=False)
-            files = sorted(str(p) for p in Path(folder).glob("result_*.txt"))
-            _bs, epochs, _bench = rc.get_submission_epochs(files, ruleset, BERT_TRAIN_SAMPLES)
         except Exception as exc:  # the checker raises on logs it cannot read (no eval metadata, ...)
             return RcpVerdict("fail", 1.0, None, f"the RCP checker failed: {type(exc).__name__}: {exc}")
-    mean = _trimmed_mean([float(e) for e in epochs], benchmark) if epochs else None
-    unit = _unit(benchmark)
+    # the mean the checker compared (it logs it; a second pass over the files would double the time)
+    means = [float(m.group(1)) for ln in lines if (m := _MEAN_LOGGED.search(ln))]
+    mean = means[-1] if means else None
     detail = msg
     if mean is not None:
-        detail += f"; mean {mean:.6g} {unit} to converge"
+        detail += f"; mean {mean:.6g} {_unit(benchmark)} to converge"
     if passed and float(norm) > 1.0:
         detail += f"; score normalised ×{float(norm):.4f}"
     return RcpVerdict("pass" if passed else "fail", float(norm), mean, detail)
+
+
+_MEAN_LOGGED = re.compile(r"Submission mean epochs: ([0-9.eE+-]+)")
+_CACHE_ENTRIES = 512
+
+
+def _cache_file(cache: Path | None) -> Path:
+    # the user's cache folder, as measure/peaks.py's cache_dir (a lower layer cannot import it)
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return (cache or Path(base) / "perfwatch") / "rcp_verdicts.json"
+
+
+def _cache_key(paths: Sequence[str], benchmark: str, ruleset: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        parts = [version("mlperf-logging"), ruleset, benchmark, str(BERT_TRAIN_SAMPLES)]
+        for p in sorted(paths):
+            st = os.stat(p)
+            parts.append(f"{os.path.realpath(p)}:{st.st_size}:{st.st_mtime_ns}")
+    except (OSError, ValueError, ImportError):
+        return None
+    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+
+
+def _cached(key: str | None, cache: Path | None) -> RcpVerdict | None:
+    if key is None:
+        return None
+    try:
+        entry = json.loads(_cache_file(cache).read_text()).get(key)
+        return RcpVerdict(str(entry["verdict"]), float(entry["normalization"]),
+                          None if entry["mean_epochs"] is None else float(entry["mean_epochs"]), str(entry["message"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _store(key: str, verdict: RcpVerdict, cache: Path | None) -> None:
+    from perfwatch.core.layout import write_json_atomic
+
+    path = _cache_file(cache)
+    try:
+        table = json.loads(path.read_text())
+        if not isinstance(table, dict):
+            table = {}
+    except (OSError, ValueError):
+        table = {}
+    table[key] = {**verdict.to_json(), "at": time.time()}
+    if len(table) > _CACHE_ENTRIES:
+        for old in sorted(table, key=lambda k: table[k].get("at", 0) if isinstance(table[k], dict) else 0)[
+                : len(table) - _CACHE_ENTRIES]:
+            del table[old]
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(path, table, indent=None)
+    except OSError:
+        pass  # an unwritable cache costs a re-check next time
 
 
 # benchmarks whose convergence the checker counts in samples (read_submission_file: bert with
@@ -192,7 +294,7 @@ def project(finished: Sequence[str], benchmark: str | None, ruleset: str | None,
     assert benchmark is not None and ruleset is not None
     from mlperf_logging.rcp_checker import rcp_checker as rc
 
-    need = required or int(rc.submission_runs[USAGE].get(benchmark, 0))
+    need = required or required_runs(benchmark) or 0
     epochs: list[float] = []
     failed = 0
     bs = -1
