@@ -21,6 +21,7 @@ from typing import Protocol
 from perfwatch.core.control.registry import RunRecord, SchedulerInfo
 from perfwatch.core.control.registry import read as read_registry
 from perfwatch.core.control.states import ACTIONS, RunState, allowed
+from perfwatch.core.ingest.discover import open_regular
 from perfwatch.core.layout import (
     OUTPUT_FILE,
     REGISTRY_FILE,
@@ -117,6 +118,9 @@ def send_request(logdir: Path, action: str, run_id: str | None) -> Path:
     return path
 
 
+MAX_REQUEST_BYTES = 65536  # a request is ~100 bytes
+
+
 def take_requests(logdir: Path) -> list[dict]:
     """Read and delete pending requests, oldest first."""
     folder = logdir / REQUESTS_DIR
@@ -127,8 +131,9 @@ def take_requests(logdir: Path) -> list[dict]:
     out = []
     for name in names:
         path = folder / name
-        try:
-            data = json.loads(path.read_text())
+        try:  # a FIFO or a symlink to /dev/zero named like a request must not hang or flood the owner
+            with open_regular(path) as fh:
+                data = json.loads(fh.read(MAX_REQUEST_BYTES))
         except (OSError, ValueError):
             data = None
         path.unlink(missing_ok=True)

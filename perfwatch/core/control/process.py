@@ -24,7 +24,7 @@ from pathlib import Path
 
 import psutil
 
-from perfwatch.core.layout import EXIT_FILE, OUTPUT_FILE, RUN_FILES, RUN_LOGS, archived_name
+from perfwatch.core.layout import EXIT_FILE, MLLOG_FILE, OUTPUT_FILE, RUN_FILES, RUN_LOGS, archived_name
 
 _SAME_START = 0.05  # seconds: psutil create_time resolution is one clock tick (10 ms)
 
@@ -92,11 +92,13 @@ def cpu_share(slot: int, slots: int) -> tuple[list[int], int]:
 
 
 def same_process(pid: int, create_time: float) -> bool:
-    """True if `pid` is still the process that was started at `create_time`."""
+    """True if `pid` is still the process that was started at `create_time` (never pid 0 or 1)."""
+    if not isinstance(pid, int) or pid <= 1:
+        return False
     try:
         proc = psutil.Process(pid)
         return abs(proc.create_time() - create_time) < _SAME_START and proc.status() != psutil.STATUS_ZOMBIE
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
+    except (psutil.NoSuchProcess, psutil.AccessDenied, ValueError):
         return False
 
 
@@ -190,8 +192,17 @@ class Proc:
     def is_ours(self) -> bool:
         return same_process(self.pid, self.create_time)
 
+    def _leader_is_ours(self) -> bool:
+        return self.is_ours() or (self.popen is not None and self.popen.poll() is None)
+
     def track(self) -> bool:
-        """Record the run's current descendants (call while it lives); True if the set changed."""
+        """Record the run's current descendants (call while it lives); True if the set changed.
+
+        Only below a leader verified as this run's supervisor (pid and create time): the tree below a
+        reused or forged pid (pid 1!) is never walked, so it can never be signalled.
+        """
+        if self.pid <= 1 or not self._leader_is_ours():
+            return False
         before = set(self.known)
         try:
             for p in psutil.Process(self.pid).children(recursive=True):
@@ -203,12 +214,25 @@ class Proc:
         return set(self.known) != before
 
     def escaped(self) -> list[psutil.Process]:
-        """The run's processes outside its process group (setsid/setpgid), current and recorded."""
+        """The run's processes outside its process group (setsid/setpgid), current and recorded.
+
+        A recorded process is signalled only if it still is what was recorded (pid + create time)
+        and it either is below the verified supervisor right now or carries this run's environment
+        (PERFWATCH_MLLOG); never pid 0/1, perfwatch itself or one of its ancestors.
+        """
         self.track()
+        below: set[int] = set()
+        if self.pid > 1 and self._leader_is_ours():
+            with contextlib.suppress(psutil.Error):
+                below = {p.pid for p in psutil.Process(self.pid).children(recursive=True)}
+        protected = {0, 1, os.getpid(), *(p.pid for p in _ancestors())}
         out = []
         for pid, created in self.known.items():
+            if pid in protected:
+                continue
             with contextlib.suppress(psutil.Error, OSError):
-                if os.getpgid(pid) != self.pgid and same_process(pid, created):
+                if os.getpgid(pid) != self.pgid and same_process(pid, created) and \
+                        (pid in below or runs_for(pid, self.run_dir)):
                     out.append(psutil.Process(pid))
         return out
 
@@ -222,8 +246,8 @@ class Proc:
 
         False if the leader is gone or its pid was reused (then nothing is signalled).
         """
-        if not self.is_ours() and not (self.popen is not None and self.popen.returncode is None):
-            return False
+        if self.pid <= 1 or not self._leader_is_ours():
+            return False  # killpg(0) would hit perfwatch's own group, killpg(1) init's
         escaped = self.escaped()  # before the group dies: a SIGKILLed supervisor no longer holds them
         try:
             os.killpg(self.pgid, sig)
@@ -263,7 +287,7 @@ class Proc:
         """psutil's status of the workload side ('running', 'sleeping', 'stopped', ...)."""
         try:
             return str(psutil.Process(self.pid).status())
-        except psutil.Error:
+        except (psutil.Error, ValueError):
             return "gone"
 
     def group_pids(self) -> list[int]:
@@ -325,6 +349,26 @@ def find_supervisor(run_dir: Path) -> tuple[int, float] | None:
             except psutil.Error:
                 continue
     return None
+
+
+def _ancestors() -> list[psutil.Process]:
+    try:
+        return psutil.Process().parents()
+    except psutil.Error:
+        return []
+
+
+def runs_for(pid: int, run_dir: Path) -> bool:
+    """Is `pid` a perfwatch supervisor started for `run_dir`, or a process of that run (its environment
+    names the run's mllog)? A registry's pids are not signed: never adopt or signal any other process."""
+    try:
+        proc = psutil.Process(pid)
+        cmd = proc.cmdline()
+        if "perfwatch.core.control.supervisor" in cmd and str(run_dir / EXIT_FILE) in cmd:
+            return True
+        return proc.environ().get("PERFWATCH_MLLOG") == str(run_dir / MLLOG_FILE)
+    except (psutil.Error, OSError, ValueError):
+        return False
 
 
 def adopt(pid: int, create_time: float, run_dir: Path) -> Proc:

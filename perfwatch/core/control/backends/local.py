@@ -78,7 +78,8 @@ class LocalRun:
         return False  # a local run is running as soon as it has a handle
 
     def cleanup(self) -> None:
-        if self.proc.group_pids():  # the workload's own children outlived it: no orphans
+        # only a group we started or verified on adoption (a forged pid is adopted with create_time -1)
+        if self.proc.pgid > 1 and self.proc.create_time > 0 and self.proc.group_pids():  # no orphans
             with contextlib.suppress(OSError):
                 os.killpg(self.proc.pgid, signal.SIGKILL)
         self.proc.signal_escaped(signal.SIGKILL)  # and none that setsid()'d away from the group
@@ -101,8 +102,12 @@ class LocalBackend:
     def adopt(self, record: RunRecord, run_dir: Path) -> LocalRun | None:
         if not (record.pid and record.create_time):
             return None
-        proc = process.adopt(record.pid, record.create_time, run_dir)
-        proc.known = {int(pid): float(t) for pid, t in record.descendants}
+        # a registry's pids are not signed: adopt only this run's own supervisor (never pid 1, never a
+        # stranger whose pid and create time were copied in); anything else ends `unknown`, unsignalled
+        ours = record.pid > 1 and process.runs_for(record.pid, run_dir)
+        proc = process.adopt(record.pid, record.create_time if ours else -1.0, run_dir)
+        proc.known = {int(pid): float(t) for pid, t in record.descendants
+                      if int(pid) > 1 and process.runs_for(int(pid), run_dir)}
         return LocalRun(proc)
 
     def refresh(self) -> None:

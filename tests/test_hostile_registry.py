@@ -1,0 +1,68 @@
+"""A registry's process facts are not signed: pids in perfwatch.json (init, a stranger, nonsense) are
+never adopted or signalled unless they are this run's supervisor; hostile request files cannot hang
+the owner."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import msgspec
+import psutil
+from test_launch_helpers import FAKE, ROOT, campaign_file, wait_for
+
+from perfwatch.core.control import registry, trust
+from perfwatch.core.control.campaign import load_campaign
+
+
+def signed_logdir(tmp_path: Path, edit) -> Path:  # type: ignore[no-untyped-def]
+    path = campaign_file(tmp_path, f"""
+        jobs:
+          - {{name: j, cmd: [python, {FAKE}, --epochs, 1]}}
+        """)
+    logdir = tmp_path / "logdir"
+    logdir.mkdir()
+    plain = json.loads(msgspec.json.encode(registry.new_registry(load_campaign(path, base=ROOT), logdir)))
+    edit(plain)
+    trust.sign(plain)  # the plan is ours; only the process facts were edited by someone else
+    (logdir / "perfwatch.json").write_text(json.dumps(plain))
+    return logdir
+
+
+def attach(logdir: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "perfwatch", "attach", str(logdir), "--headless"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+
+
+def test_pids_that_are_not_the_runs_supervisor_are_never_adopted(tmp_path: Path) -> None:
+    init = psutil.Process(1)
+    stranger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        me = psutil.Process(stranger.pid)
+        for i, (pid, created) in enumerate([(1, init.create_time()), (stranger.pid, me.create_time()), (-1, 1.0)]):
+            def edit(plain: dict, pid: int = pid, created: float = created) -> None:
+                plain["runs"][0].update(state="running", pid=pid, pgid=pid, create_time=created,
+                                        descendants=[[pid, created]])
+            (tmp_path / str(i)).mkdir()
+            logdir = signed_logdir(tmp_path / str(i), edit)
+            out = attach(logdir)  # before: adopted pid 1 as the run and waited for it forever
+            assert "Traceback" not in out.stderr, out.stderr
+            row = next(ln.split() for ln in out.stdout.splitlines() if ln.startswith("j.r0 "))
+            assert row[1] == "unknown", out.stdout
+            assert stranger.poll() is None  # never signalled
+    finally:
+        stranger.kill()
+
+
+def test_a_fifo_or_dev_zero_request_does_not_hang_the_owner(tmp_path: Path) -> None:
+    logdir = signed_logdir(tmp_path, lambda plain: None)
+    requests = logdir / "requests"
+    requests.mkdir()
+    os.mkfifo(requests / "0001-x.json")
+    (requests / "0002-y.json").symlink_to("/dev/zero")
+    out = attach(logdir)
+    assert out.returncode == 0 and "all runs succeeded" in out.stdout, out.stdout + out.stderr
+    assert wait_for(lambda: not any(requests.iterdir()))
