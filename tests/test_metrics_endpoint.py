@@ -185,3 +185,24 @@ def test_the_grafana_dashboard_uses_only_documented_metrics() -> None:
     used = set(re.findall(r"perfwatch_[a-z_]+", dash))
     documented = set(re.findall(r"`(perfwatch_[a-z_]+)`", (ROOT / "docs/metrics.md").read_text()))
     assert len(used) >= 10 and used <= documented, used - documented
+
+
+def test_eta_gauges_come_from_the_engines_eta(tmp_path: Path) -> None:
+    """A converging run exports time left and its uncertainty; a lower-bound ETA exports no uncertainty."""
+    from perfwatch.core.measure.eta import Eta
+    from perfwatch.core.model.run import Run
+
+    log = tmp_path / "mllog.txt"
+    records = [("run_start", None, 1_000), ("eval_accuracy", 0.5, 61_000)]
+    log.write_text("".join(":::MLLOG " + json.dumps({"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME",
+                                                     "key": k, "value": v, "metadata": {}}) + "\n"
+                           for k, v, t in records))
+    run = Run("r", str(log))
+    run.feed_lines(log.read_bytes().split(b"\n"))
+    view = run.view()  # 60 s since run_start
+    runs = (LiveRun("r", view, "j", "running", (), Eta("converging", at_ms=150_000, plus_minus_ms=15_000)),
+            LiveRun("s", view, "j", "running", (), Eta("converging", at_ms=90_000)))
+    text = "".join(f"{s.name} {s.labels['run']} {s.value}\n" for fam in families(
+        LiveSnapshot("c", tmp_path, runs, None), {}) for s in fam.samples if s.name.startswith("perfwatch_run_eta"))
+    assert text.splitlines() == ["perfwatch_run_eta_seconds r 90.0", "perfwatch_run_eta_seconds s 30.0",
+                                 "perfwatch_run_eta_plus_minus_seconds r 15.0"]

@@ -51,8 +51,16 @@ def screen_texts(stream: str) -> list[str]:
 
 
 def detail_headers(texts: list[str]) -> list[tuple[str, str]]:
-    """(run id, status) of each time the detail pane's header was drawn: '<run id>' then '<status>  <bench> · ...'."""
-    return [(texts[i - 1], t.split()[0]) for i, t in enumerate(texts) if i and " · " in t and "/result_" in texts[i - 1]]
+    """(run id, status) of each time the detail pane's header was drawn: the run id, then (a few pieces on)
+    the status word right before '<benchmark> · <org> · ...'."""
+    out = []
+    for i, t in enumerate(texts):
+        if " · " not in t or i < 2:
+            continue
+        ids = [x for x in texts[max(i - 4, 0):i - 1] if "/result_" in x]
+        if ids:
+            out.append((ids[-1], texts[i - 1].split()[-1]))
+    return out
 
 
 def free_port() -> int:

@@ -52,6 +52,7 @@ class Session:
     host: dict = field(default_factory=dict)
     baseline: str | None = None
     untrusted: Untrusted | None = None  # a registry not signed by this user here: watched only
+    engine: LiveEngine | None = field(default=None, repr=False)  # the engine following it, for other readers
 
     def target_reached(self, run_id: str) -> bool:
         """What `exit_at_target` asks: does this run's log say its target was reached?"""
@@ -213,6 +214,7 @@ class LiveEngine:
         watcher_factory: WatcherFactory | None = None,
     ) -> None:
         self.session = session
+        session.engine = self  # read-only consumers (the metrics endpoint) take its snapshots
         self.book = session.book  # the engine's thread only
         self.controller = controller if controller is not None else session.controller
         self.sampler = sampler

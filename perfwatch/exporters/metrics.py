@@ -125,6 +125,12 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
     compliant = GaugeMetricFamily("perfwatch_run_compliance_ok",
                                   "1 pass / 0 fail as the official checker is expected to judge; absent "
                                   "while undecided", labels=RUN_LABELS)
+    eta = GaugeMetricFamily("perfwatch_run_eta_seconds",
+                            "Predicted time left until the eval metric reaches the target (while converging)",
+                            labels=RUN_LABELS)
+    eta_pm = GaugeMetricFamily("perfwatch_run_eta_plus_minus_seconds",
+                               "Uncertainty of the ETA; absent when the ETA is only a lower bound",
+                               labels=RUN_LABELS)
     proc_cpu = GaugeMetricFamily("perfwatch_run_process_cpu_percent",
                                  "CPU of the run's live process tree now (can exceed 100)", labels=RUN_LABELS)
     proc_rss = GaugeMetricFamily("perfwatch_run_process_rss_bytes", "RSS of the run's live process tree now",
@@ -151,6 +157,10 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
         findings.add_metric(labels, float(len(view.findings)))
         if view.compliance_ok is not None:
             compliant.add_metric(labels, 1.0 if view.compliance_ok else 0.0)
+        if live.eta is not None and (left := live.eta.remaining_ms(view.elapsed_ms)) is not None:
+            eta.add_metric(labels, left / 1000.0)
+            if (pm := _num(live.eta.plus_minus_ms)) is not None:
+                eta_pm.add_metric(labels, pm / 1000.0)
         tree = tele.runs.get(view.run_id) if tele is not None else None
         if tree is not None and tree.alive:
             if (v := _num(tree.cpu_percent)) is not None:
@@ -161,7 +171,8 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
         if live.state in ("starting", "running", "stalled", "paused", "stopping"):
             for index in live.devices:
                 gpu_runs.setdefault(index, []).append(live.run_id)
-    out += [info, *run_fams.values(), last, target, reached, elapsed, findings, compliant, proc_cpu, proc_rss]
+    out += [info, *run_fams.values(), last, target, reached, elapsed, eta, eta_pm, findings, compliant, proc_cpu,
+            proc_rss]
     out += _campaign(snap)
     if tele is not None:
         out += _gpus(tele, gpu_runs)

@@ -1,8 +1,10 @@
 """What the metrics endpoint reads at scrape time: one immutable `LiveSnapshot` of a session.
 
-`SessionSource` is the adapter over today's `core.engine.Session` (run book + controller +
-the owner's telemetry thread). The collector only knows `Source.snapshot()`, so when the
-live engine publishes its own immutable snapshots this adapter is the only piece to swap.
+`SessionSource` reads the snapshot the session's live engine (core/engine.py) last published:
+the same run views, process states and ETAs the TUI and `--headless` show, taken on the
+scraping thread without touching the engine's own state. Device telemetry comes from the
+engine's sampler when the front end runs one (the TUI), else from the campaign owner's
+sampling thread, else it is sampled on demand at scrape time.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from perfwatch.core.engine import Session
+from perfwatch.core.measure.eta import Eta
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.summary import group_of, status_of
 from perfwatch.core.telemetry.types import Snapshot
@@ -28,6 +31,7 @@ class LiveRun:
     job: str
     state: str  # the controller's state (queued, running, succeeded, ...) or the log's status word
     devices: tuple[int, ...]  # GPU indices the run was given (empty: none or not known)
+    eta: Eta | None = None  # the engine's ETA to target (core/measure/eta.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +49,7 @@ class Source(Protocol):
 
 
 class SessionSource:
-    """Snapshots of a `Session`, taken on the scraping thread.
-
-    Run views are immutable and cached by the run itself; reading them while the front end's
-    thread applies new lines costs nothing extra and at worst shows the state of a moment ago.
-    Telemetry comes from the campaign owner's sampling thread when there is one; otherwise
-    (watch-only, client of a detached owner) this source samples host and GPUs on demand.
-    """
+    """Snapshots of a `Session` as its live engine published them (nothing before the engine starts)."""
 
     def __init__(self, session: Session) -> None:
         self.session = session
@@ -60,24 +58,22 @@ class SessionSource:
 
     def snapshot(self) -> LiveSnapshot:
         s = self.session
-        procs: Mapping[str, Any] = {}
-        if s.controller is not None:
-            try:
-                procs = dict(s.controller.procs())
-            except (OSError, ValueError, RuntimeError):
-                procs = {}
-        views = {v.run_id: v for v in _views(s)}
+        snap = s.engine.snapshot if s.engine is not None else None
+        if snap is None:
+            return LiveSnapshot(s.title, s.book.root, (), None)
         runs = []
-        for rid, info in procs.items():  # the campaign's order, queued runs included
-            runs.append(LiveRun(rid, views.pop(rid, None), info.job, info.state.value, tuple(info.devices or ())))
-        for view in views.values():  # logs nobody controls
-            runs.append(LiveRun(view.run_id, view, group_of(view), status_of(view), ()))
-        return LiveSnapshot(s.title, s.book.root, tuple(runs), self._telemetry(procs))
+        for rid in snap.run_ids():  # the logs' order, then runs with no log yet (queued)
+            view, info, eta = snap.views.get(rid), snap.procs.get(rid), snap.etas.get(rid)
+            if info is not None:
+                runs.append(LiveRun(rid, view, info.job, info.state.value, tuple(info.devices or ()), eta))
+            elif view is not None:  # logs nobody controls
+                runs.append(LiveRun(rid, view, group_of(view), status_of(view), (), eta))
+        return LiveSnapshot(s.title, s.book.root, tuple(runs), snap.devices or self._telemetry(snap.procs))
 
     def _telemetry(self, procs: Mapping[str, Any]) -> Snapshot | None:
-        thread = getattr(self.session.controller, "_telemetry", None)  # the owner's TelemetryThread
-        if thread is not None:
-            return thread.latest
+        owner = getattr(self.session.controller, "_telemetry", None)  # the campaign owner's TelemetryThread
+        if owner is not None:
+            return owner.latest
         with self._lock:
             if self._sampler is None:
                 from perfwatch.core.telemetry.sampling import default_sampler
@@ -91,13 +87,3 @@ class SessionSource:
             if self._sampler is not None:
                 self._sampler.close()
                 self._sampler = None
-
-
-def _views(session: Session) -> list[RunView]:
-    """The book's views; retried if the front end adds a run while we iterate."""
-    for _ in range(5):
-        try:
-            return session.book.views()
-        except RuntimeError:  # "dictionary changed size during iteration"
-            continue
-    return []
