@@ -86,3 +86,21 @@ def test_disk_full_keeps_going_never_reruns_and_shows_unknown(tmp_path: Path, sm
         assert done.returncode == 1
     finally:
         kill_groups(pgids | {pw.pid})
+
+
+def test_launch_onto_a_full_file_system_says_so_and_starts_nothing(tmp_path: Path, small_fs: Path) -> None:
+    path = campaign_file(tmp_path, """
+        jobs:
+          - {name: s, cmd: [python, -c, "print(1)"]}
+        """)
+    (small_fs / "logdir").mkdir()
+    filler = fill(small_fs)
+    try:
+        out = subprocess.run([sys.executable, "-m", "perfwatch", "launch", str(path), "--headless", "--logdir",
+                              str(small_fs / "logdir")], cwd=ROOT, capture_output=True, text=True, timeout=60)
+        assert out.returncode == 2 and "LOGDIR's file system is full" in out.stderr, out.stdout + out.stderr
+        assert "Traceback" not in out.stderr
+        assert not (small_fs / "logdir" / "s.r0").exists()
+        assert [p.name for p in (small_fs / "logdir").iterdir() if p.name.endswith(".tmp")] == []
+    finally:
+        filler.unlink()

@@ -66,3 +66,19 @@ def test_a_fifo_or_dev_zero_request_does_not_hang_the_owner(tmp_path: Path) -> N
     out = attach(logdir)
     assert out.returncode == 0 and "all runs succeeded" in out.stdout, out.stdout + out.stderr
     assert wait_for(lambda: not any(requests.iterdir()))
+
+
+def test_fifos_named_like_perfwatchs_own_files_never_hang(tmp_path: Path) -> None:
+    logdir = tmp_path / "a"
+    logdir.mkdir()
+    os.mkfifo(logdir / "perfwatch.json")
+    out = attach(logdir)  # was: blocked forever reading it
+    assert out.returncode == 2 and "not a regular file" in out.stderr, out.stderr
+    (tmp_path / "b").mkdir()
+    logdir = signed_logdir(tmp_path / "b", lambda plain: None)
+    (logdir / "j.r0").mkdir()
+    os.mkfifo(logdir / "j.r0" / "exit.json")
+    os.mkfifo(logdir / "j.r0" / "output.log")
+    out = attach(logdir)  # taking it over starts j.r0: its output.log cannot be opened, the run fails
+    assert "Traceback" not in out.stderr and out.returncode == 1, out.stdout + out.stderr
+    assert "not a regular file" in out.stdout or "No such device" in out.stdout, out.stdout

@@ -75,7 +75,7 @@ class Controller(Protocol):
 def tail_lines(path: Path, n: int = 20, max_bytes: int = 16384) -> tuple[str, ...]:
     """The last `n` lines of a file, reading at most `max_bytes` from its end."""
     try:
-        with open(path, "rb") as fh:
+        with open_regular(path) as fh:  # a FIFO named output.log must not hang the view
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
             fh.seek(max(0, size - max_bytes))

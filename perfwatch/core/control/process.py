@@ -15,6 +15,7 @@ import contextlib
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from perfwatch.core.ingest.discover import open_regular
 from perfwatch.core.layout import EXIT_FILE, MLLOG_FILE, OUTPUT_FILE, RUN_FILES, RUN_LOGS, archived_name
 
 _SAME_START = 0.05  # seconds: psutil create_time resolution is one clock tick (10 ms)
@@ -164,7 +166,8 @@ def archive_attempt(run_dir: Path, attempt: int) -> list[str]:
 def read_exit(run_dir: Path) -> dict | None:
     """The supervisor's exit record, or None if it never wrote one (it was SIGKILLed)."""
     try:
-        data = json.loads((run_dir / EXIT_FILE).read_text())
+        with open_regular(run_dir / EXIT_FILE) as fh:  # never a FIFO or a device
+            data = json.loads(fh.read(1 << 20))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
@@ -325,7 +328,12 @@ def start(
         cmd += ["--cache-clear", json.dumps(list(cache_clear)), "--cache-clear-timeout", str(cache_clear_timeout or 0)]
     cmd += ["--", *argv]
     full_env = {**os.environ, **env}
-    with open(run_dir / OUTPUT_FILE, "ab") as out:
+    # O_NONBLOCK: a FIFO planted as output.log fails at once (ENXIO) instead of blocking perfwatch
+    fd = os.open(run_dir / OUTPUT_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_CLOEXEC, 0o644)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(f"{run_dir / OUTPUT_FILE} is not a regular file")
+    with os.fdopen(fd, "ab") as out:
         popen = subprocess.Popen(
             cmd, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, cwd=str(cwd),
             env=full_env, start_new_session=True, close_fds=True,

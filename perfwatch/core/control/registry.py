@@ -34,6 +34,7 @@ from perfwatch.core.control.campaign import Campaign, Launcher, RunSpec
 from perfwatch.core.control.job_settings import CACHE_CLEAR_TIMEOUT
 from perfwatch.core.control.paths import run_id_problem
 from perfwatch.core.control.states import RunState
+from perfwatch.core.ingest.discover import open_regular
 from perfwatch.core.layout import LOCK_FILE, REGISTRY_FILE, write_json_atomic
 from perfwatch.core.mlperf.targets import Target
 
@@ -223,10 +224,22 @@ def decode(data: object) -> Registry | None:
         return None
 
 
+MAX_REGISTRY_BYTES = 256 << 20  # 10,000 runs are ~12 MB; a symlink to /dev/zero must not be read forever
+
+
+def _read_bytes(path: Path) -> bytes:
+    """A regular file's bytes (a FIFO or device named perfwatch.json is an OSError, never a hang)."""
+    with open_regular(path) as fh:
+        data = fh.read(MAX_REGISTRY_BYTES + 1)
+    if len(data) > MAX_REGISTRY_BYTES:
+        raise OSError(f"larger than {MAX_REGISTRY_BYTES >> 20} MiB")
+    return data
+
+
 def read(logdir: Path) -> Registry | None:
     """perfwatch.json for a reader (report, a client `attach`): None when absent or unreadable."""
     try:
-        data = json.loads((Path(logdir) / REGISTRY_FILE).read_bytes())
+        data = json.loads(_read_bytes(Path(logdir) / REGISTRY_FILE))
     except (OSError, ValueError):
         return None
     return decode(data)
@@ -242,7 +255,7 @@ def load_raw(logdir: Path) -> dict[str, Any] | None:
     argv that is not a list of strings, NUL bytes)."""
     path = Path(logdir) / REGISTRY_FILE
     try:
-        text = path.read_bytes()
+        text = _read_bytes(path)
     except FileNotFoundError:
         return None
     except OSError as exc:

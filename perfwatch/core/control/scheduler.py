@@ -152,8 +152,14 @@ class Scheduler:
         fd = registry.try_lock(logdir)
         if fd is None:
             raise RuntimeError(f"{logdir} is owned by another perfwatch")
-        return cls(logdir, registry.new_registry(campaign, logdir), fd, target_reached=target_reached, gpus=gpus,
+        made = cls(logdir, registry.new_registry(campaign, logdir), fd, target_reached=target_reached, gpus=gpus,
                    backend=backend)
+        if made.write_error is not None:  # no plan on disk: nothing could be re-adopted, start nothing
+            problem = made.write_error
+            made.close(stop_runs=False)
+            (logdir / REGISTRY_FILE).unlink(missing_ok=True)
+            raise OSError(f"cannot write {logdir / REGISTRY_FILE}: {problem}")
+        return made
 
     @classmethod
     def take_over(cls, logdir: Path, *, target_reached: Callable[[str], bool] | None = None,
