@@ -167,12 +167,10 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
     return Report(rows, benches)
 
 
-def metrics_columns(*, measure_cpu_peak: bool = True, cached_cpu_peak_only: bool = True
-                    ) -> Callable[[RunView], dict[str, Any]]:
+def metrics_columns(*, measure_cpu_peak: bool = True) -> Callable[[RunView], dict[str, Any]]:
     """Throughput-now, MFU and telemetry columns (core/metrics); CPU runs use the host peak stored by
     `perfwatch peak --measure` (measure/host_peak.py). Nothing here measures or imports torch:
     `measure_cpu_peak=False` (report --no-cpu-peak) leaves the stored peak out too.
-    `cached_cpu_peak_only` is kept for callers written when report could measure; it is always so.
     """
     from perfwatch.core.measure import peaks as flops
     from perfwatch.core.measure import throughput as metrics
