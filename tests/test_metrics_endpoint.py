@@ -206,3 +206,31 @@ def test_eta_gauges_come_from_the_engines_eta(tmp_path: Path) -> None:
         LiveSnapshot("c", tmp_path, runs, None), {}) for s in fam.samples if s.name.startswith("perfwatch_run_eta"))
     assert text.splitlines() == ["perfwatch_run_eta_seconds r 90.0", "perfwatch_run_eta_seconds s 30.0",
                                  "perfwatch_run_eta_plus_minus_seconds r 15.0"]
+
+
+def test_the_detached_owner_serves_the_metrics(tmp_path: Path) -> None:
+    """`launch --detach --metrics-port`: the background owner listens for as long as the campaign runs."""
+    gate = tmp_path / "gate"
+    camp = campaign_file(tmp_path, f"""
+        name: bg
+        jobs:
+          - name: hold
+            cmd: [{sys.executable}, {ROOT}/tests/workloads_fake/fake.py, --gate, {gate}, --epochs, "2"]
+        """)
+    logdir, port = tmp_path / "logdir", free_port()
+    out = subprocess.run([sys.executable, "-m", "perfwatch", "launch", str(camp), "--detach", "--logdir", str(logdir),
+                          "--metrics-port", str(port)], capture_output=True, text=True, timeout=60)
+    try:
+        assert out.returncode == 0, out.stderr
+        assert f"metrics: http://127.0.0.1:{port}/metrics" in out.stdout
+
+        def hold_state() -> str | None:
+            labels = [lab for lab, _ in scrape(port).get("perfwatch_run_info", []) if lab["run"] == "hold.r0"]
+            return labels[0]["state"] if labels else None
+
+        assert wait_for(lambda: hold_state() == "running", timeout=30)
+        gate.touch()
+        assert wait_for(lambda: scrape(port) == {}, timeout=30)  # campaign over: the owner and its endpoint end
+        assert "all runs succeeded" in (logdir / "scheduler.out").read_text()
+    finally:
+        gate.touch()
