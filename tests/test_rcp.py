@@ -151,3 +151,33 @@ def test_incomplete_folder_is_not_judged(capsys, tmp_path: Path, mlperf_logs: Pa
     verdict = _rcp(capsys, folder)
     assert verdict["verdict"] == "n/a" and "3 of the 10 runs" in verdict["message"]
     assert rc.submission_runs["training"]["llama2_70b_lora"] == 10
+
+
+def test_live_projection_over_a_runbook_fed_file_by_file(tmp_path: Path, mlperf_logs: Path) -> None:
+    """What the live views print after each run_stop: the folder's projection from its stopped runs."""
+    from perfwatch.core.model.book import RunBook
+    from perfwatch.core.results.live_rcp import projection_for
+
+    src = derive(mlperf_logs / LLAMA, tmp_path / "src", 0.97)
+    folder = tmp_path / "v4.0" / "llama2_70b_lora"
+    folder.mkdir(parents=True)
+    book = RunBook(folder)
+    texts = []
+    for i in range(10):
+        dst = folder / f"result_{i}.txt"
+        data = (src / f"result_{i}.txt").read_bytes()
+        half = data.rfind(b"run_stop")
+        head = data[: data.rfind(b"\n", 0, half) + 1]
+        dst.write_bytes(head)  # still running: no run_stop yet
+        book.feed_file(dst, head)
+        assert projection_for(book.views(), f"result_{i}") is None or i > 0
+        dst.write_bytes(data)
+        book.feed_file(dst, data[len(head):])  # the appended lines, as the watcher hands them over
+        proj = projection_for(book.views(), f"result_{i}")
+        assert proj is not None and proj.converged == i + 1
+        texts.append(proj.text)
+    assert texts[-1].startswith("RCP: will be normalised ×1.019") and "10 of 10 runs converged, 0 to go" in texts[-1]
+    _ok, _msg, norm = official(folder, "4.0.0")
+    assert f"×{norm:.3f}" in texts[-1]
+    # open division / no RCP rule: nothing to project
+    assert projection_for([], "x") is None

@@ -140,8 +140,21 @@ class _LogPrinter:
             if v.phase == "stopped" and phase != "stopped":
                 self.p.line("  ".join(x for x in (f"{rid:<24} {'stopped':<8}", v.run_status or "-", _eval_text(v),
                                                   f"time-to-train {_fmt_s(_ttt(v))}") if x))
+                self._rcp(views, rid)
             elif phase in ("waiting", "init") and v.phase in ("running", "eval"):
                 self.p.line(f"{rid:<24} {'running':<8}  run_start logged")
+
+    def _rcp(self, views: Mapping[str, RunView], rid: str) -> None:
+        """Where the folder's RCP verdict is heading (core/results/live_rcp.py), after each run_stop."""
+        from perfwatch.core.results.live_rcp import projection_for
+
+        try:
+            proj = projection_for(views.values(), rid)
+        except Exception as exc:  # the RCP checker raises on logs it cannot read; never stop following
+            self.p.line(f"{'':<24} RCP: cannot project ({type(exc).__name__}: {exc})")
+            return
+        if proj is not None:
+            self.p.line(f"{'':<24} {proj.text}")
 
     def status(self, views: Mapping[str, RunView]) -> None:
         counts: dict[str, int] = {}
