@@ -56,3 +56,33 @@ def test_snapshot_help(snap_compare, mlperf_logs):
 def test_snapshot_filter(snap_compare, mlperf_logs):
     app = attach_app(mlperf_logs, theme="dark")
     assert snap_compare(app, terminal_size=(100, 30), run_before=_loaded(app, devices=False), press=["slash", *"bert"])
+
+
+def test_snapshot_compare(snap_compare, mlperf_logs):
+    from textual.widgets import DataTable
+
+    app = attach_app(mlperf_logs, theme="dark")
+
+    async def run_before(pilot):
+        await _loaded(app, devices=False)(pilot)
+        await pilot.press("space", "down", "space", "down", "space", "c")
+        await until(pilot, lambda: app.screen.query(DataTable) and app.screen.query_one(DataTable).row_count == 3,
+                    "3 runs compared")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(120, 36), run_before=run_before)
+
+
+def test_snapshot_campaign_view(snap_compare, mlperf_logs):
+    app = attach_app(mlperf_logs, theme="dark")
+
+    async def run_before(pilot):
+        await _loaded(app, devices=False)(pilot)
+        await pilot.press("g")
+        await until(pilot, lambda: len(getattr(app.screen, "rows", ())) == 4, "four groups")
+        app.screen.query_one("DataTable").move_cursor(row=1)
+        await pilot.press("b")
+        await until(pilot, lambda: any(r.speedup for r in app.screen.rows), "the baseline ratio")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=(150, 20), run_before=run_before)

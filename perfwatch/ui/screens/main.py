@@ -21,10 +21,14 @@ from textual.widgets import Footer, Input, Static
 from perfwatch.core.control.controller import ProcInfo
 from perfwatch.core.engine import LiveEngine, LiveSnapshot, Update
 from perfwatch.core.model.view import RunView
+from perfwatch.core.results.groups import group_runs
+from perfwatch.core.results.summary import group_of
 from perfwatch.ui import actions
 from perfwatch.ui.format import header_text, make_row, mfu_for, status_of
 from perfwatch.ui.messages import EngineUpdated
+from perfwatch.ui.screens.compare import CompareScreen
 from perfwatch.ui.screens.dialogs import ConfirmScreen
+from perfwatch.ui.screens.groups import GroupsScreen
 from perfwatch.ui.widgets import DetailPane, DevicePanel, RunsTable, RunTelemetry
 
 
@@ -264,6 +268,26 @@ class MainScreen(Screen[None]):
                 self._control("kill")
 
         self.app.push_screen(ConfirmScreen(f"Kill {rid}? (SIGKILL to its whole process group)"), answered)
+
+    def action_toggle_mark(self) -> None:
+        rid = self._selected
+        if rid is not None:
+            self.query_one(RunsTable).toggle_mark(rid)
+
+    def action_compare(self) -> None:
+        table = self.query_one(RunsTable)
+        ids = [rid for rid in table.visible_ids if rid in table.marked]
+        title = f"compare {len(ids)} marked runs"
+        if len(ids) < 2 and self._selected is not None and self.snapshot is not None:
+            view = self.snapshot.views.get(self._selected)
+            members = group_runs(self.snapshot.views.values()).get(group_of(view), []) if view else []
+            ids = [v.run_id for v in members] or [self._selected]
+            title = f"compare: {group_of(view)}" if view else title
+        if ids:
+            self.app.push_screen(CompareScreen(self.engine, ids, title=title))
+
+    def action_groups(self) -> None:
+        self.app.push_screen(GroupsScreen(self.engine, self.engine.session.baseline))
 
     def action_cycle_sort(self) -> None:
         self.query_one(RunsTable).action_cycle_sort()

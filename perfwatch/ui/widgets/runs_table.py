@@ -81,6 +81,7 @@ class RunsTable(ScrollView, can_focus=True):
         self.cursor = 0
         self._selected: str | None = None
         self._styles: dict[str, Style] | None = None
+        self.marked: set[str] = set()  # runs chosen for the compare screen
 
     # ---- data ---------------------------------------------------------------
     @property
@@ -122,6 +123,13 @@ class RunsTable(ScrollView, can_focus=True):
                 if i is not None:
                     self.refresh_line(i + 1)
         return later
+
+    def toggle_mark(self, run_id: str) -> None:
+        """Mark (or unmark) a run for comparing; marked rows start with ●."""
+        self.marked ^= {run_id}
+        i = self._index.get(run_id)
+        if i is not None:
+            self.refresh_line(i + 1)
 
     def set_filter(self, text: str) -> None:
         self._filter = text.strip().lower()
@@ -251,7 +259,10 @@ class RunsTable(ScrollView, can_focus=True):
             cursor = "runs-table--cursor-focus" if self.has_focus else "runs-table--cursor"
             base = base + self._style(cursor)
         status = self._style(f"runs-table--{row.status}")
-        return self._strip(layout, [row.cells[k] for k, _, _ in layout], base, status, width)
+        texts = [row.cells[k] for k, _, _ in layout]
+        if row.run_id in self.marked:
+            texts[0] = "● " + texts[0]
+        return self._strip(layout, texts, base, status, width)
 
     @staticmethod
     def _strip(

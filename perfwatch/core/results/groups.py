@@ -1,0 +1,85 @@
+"""The campaign as a whole, live: one row per run group (a results folder, or a job's repeats).
+
+For each group: runs done / live / converged, how many MLPerf needs for a score (its count per
+benchmark, from mlperf_logging), the olympic score so far (× scaling.json, `results.summary`),
+energy-to-train where telemetry recorded it, and the speed-up against a baseline group with its
+bootstrap interval (`results.comparison`). The same computations as `report` and `compare`, on
+the runs seen so far; front ends only lay the rows out.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from perfwatch.core.model.view import RunView
+from perfwatch.core.results.comparison import Side, compare, sides
+from perfwatch.core.results.summary import group_of
+
+
+@dataclass(frozen=True, slots=True)
+class GroupRow:
+    group: str
+    benchmark: str | None
+    runs: int
+    stopped: int  # runs whose log says run_stop
+    converged: int
+    needed: int | None  # MLPerf's runs per score for the benchmark (None: not an MLPerf benchmark)
+    score_minutes: float | None  # olympic mean so far × scaling.json
+    note: str
+    energy_kj: float | None  # median GPU energy-to-train of converged runs, where recorded
+    speedup: float | None = None  # baseline score / this score: > 1 is faster than the baseline
+    interval: tuple[float, float] | None = None  # its bootstrap 90 % interval
+    is_baseline: bool = False
+
+
+@functools.lru_cache(maxsize=64)
+def runs_needed(benchmark: str | None) -> int | None:
+    """MLPerf training's runs per benchmark score (mlperf_logging's table); None when unknown."""
+    if not benchmark:
+        return None
+    try:
+        from mlperf_logging.rcp_checker.rcp_checker import submission_runs
+    except Exception:  # the package or its scipy missing: say nothing rather than guess
+        return None
+    n = submission_runs.get("training", {}).get(benchmark)
+    return int(n) if n else None
+
+
+def group_runs(views: Iterable[RunView]) -> dict[str, list[RunView]]:
+    out: dict[str, list[RunView]] = {}
+    for v in views:
+        out.setdefault(group_of(v), []).append(v)
+    return out
+
+
+def group_rows(views: Mapping[str, RunView], baseline: str | None = None) -> list[GroupRow]:
+    """One row per group, sorted by name; `baseline` names the group the others are compared with."""
+    groups = group_runs(views.values())
+    base = groups.get(baseline) if baseline else None
+    rows = []
+    for name in sorted(groups):
+        members = groups[name]
+        side = _one_side(members)
+        bench = side.benchmark if side is not None else next((v.benchmark for v in members if v.benchmark), None)
+        speedup = interval = None
+        if base is not None and name != baseline:
+            comps = compare(base, members)
+            if len(comps) == 1:
+                speedup, interval = comps[0].speedup, comps[0].interval
+        rows.append(GroupRow(
+            group=name, benchmark=bench, runs=len(members),
+            stopped=sum(v.phase == "stopped" for v in members),
+            converged=len(side.minutes) if side is not None else 0, needed=runs_needed(bench),
+            score_minutes=side.score if side is not None else None, note=side.note if side is not None else "",
+            energy_kj=side.energy_median if side is not None else None, speedup=speedup, interval=interval,
+            is_baseline=name == baseline,
+        ))
+    return rows
+
+
+def _one_side(members: list[RunView]) -> Side | None:
+    scored = sides(members)
+    found = [s for group in scored.values() for s in group]
+    return found[0] if len(found) == 1 else None
