@@ -16,7 +16,8 @@ from perfwatch.core.ingest.tail import LineBatch
 from perfwatch.core.ingest.watch import LogWatcher, is_candidate
 from tests.test_tail import run_r2
 
-MODES = [pytest.param(False, id="inotify"), pytest.param(True, id="poll")]
+COALESCED = "coalesced"  # inotify read at most every min_interval (what the TUI and headless use)
+MODES = [pytest.param(False, id="inotify"), pytest.param(True, id="poll"), pytest.param(COALESCED, id=COALESCED)]
 
 
 class Collector:
@@ -62,7 +63,9 @@ def no_leak() -> Iterator[None]:
 
 def watcher(root: Path | list[Path], sink: Collector, poll: bool, **kw: object) -> LogWatcher:
     roots = root if isinstance(root, list) else [root]
-    return LogWatcher(roots, sink, poll=poll, poll_interval=0.05, **kw)  # type: ignore[arg-type]
+    if poll == COALESCED:
+        kw.setdefault("min_interval", 0.05)
+    return LogWatcher(roots, sink, poll=poll is True, poll_interval=0.05, **kw)  # type: ignore[arg-type]
 
 
 def append(path: Path, data: bytes) -> None:
@@ -304,7 +307,8 @@ def test_binary_and_partial_lines_through_watcher(tmp_path: Path, no_leak: None)
 
 
 @pytest.mark.parametrize(
-    ("poll", "total"), [pytest.param(False, 8000, id="inotify"), pytest.param(True, 2000, id="poll")]
+    ("poll", "total"), [pytest.param(False, 8000, id="inotify"), pytest.param(True, 2000, id="poll"),
+                        pytest.param(COALESCED, 4000, id=COALESCED)]
 )
 def test_r2_watcher_delivers_every_line_once(tmp_path: Path, poll: bool, total: int, no_leak: None) -> None:
     """R2 end to end: rotation, truncation, deletion while the watcher follows the folder."""
@@ -320,7 +324,8 @@ def test_r2_watcher_delivers_every_line_once(tmp_path: Path, poll: bool, total: 
             resets.append(b.reset)
             seen.extend(int(line.split()[1]) for line in b.lines)
 
-    with LogWatcher([tmp_path], sink, poll=poll, poll_interval=0.02):
+    extra = {"min_interval": 0.02} if poll == COALESCED else {}
+    with LogWatcher([tmp_path], sink, poll=poll is True, poll_interval=0.02, **extra):  # type: ignore[arg-type]
         steps = run_r2(path, seen, total, every=100)
     assert steps == (total - 1) // 100
     assert seen == list(range(total))

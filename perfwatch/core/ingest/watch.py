@@ -40,6 +40,8 @@ from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
 from watchdog.observers.polling import PollingObserver
 
+from perfwatch.core.ingest import inotify
+from perfwatch.core.ingest.inotify import CoalescingInotify
 from perfwatch.core.ingest.tail import FileTail, LineBatch
 from perfwatch.core.layout import is_log_name
 
@@ -151,7 +153,7 @@ class LogWatcher:
         self._watch_lock = threading.Lock()  # never held with _lock: watchdog dispatches under its own
         self._watched: set[tuple[str, bool]] = set()
         self._bytes_read = 0  # worker thread only
-        self._observer: BaseObserver | None = None
+        self._observer: BaseObserver | CoalescingInotify | None = None
         self._worker: threading.Thread | None = None
 
     # ---- lifecycle ----------------------------------------------------------------------------
@@ -164,8 +166,15 @@ class LogWatcher:
             for root in self.roots:
                 if root.is_file():
                     self._explicit.add(str(root))  # a single file given as a root is followed by path
-        observer: BaseObserver
-        observer = PollingObserver(timeout=self.poll_interval) if self.poll else Observer()
+        observer: BaseObserver | CoalescingInotify
+        if self.poll:
+            observer = PollingObserver(timeout=self.poll_interval)
+        elif self.min_interval > 0 and inotify.available():
+            # coalesced reads: the kernel merges repeated IN_MODIFY events between two reads of its
+            # queue, so a file written 1,000 times a second costs one event per interval, not 1,000
+            observer = CoalescingInotify(self.min_interval)
+        else:
+            observer = Observer()
         observer.daemon = True
         self._observer = observer
         self._ensure_watches()
