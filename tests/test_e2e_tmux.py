@@ -1,4 +1,5 @@
-"""End to end in a real terminal: tmux runs `perfwatch launch`, keys pause and resume a run."""
+"""End to end in a real terminal: tmux runs `perfwatch launch`, keys pause and resume a run, open the
+campaign view and the compare screen."""
 
 from __future__ import annotations
 
@@ -86,6 +87,16 @@ def test_launch_pause_resume_in_tmux(tmp_path):
             time.sleep(0.1)
         assert "‖ paused" not in tmux.screen()
         assert _state(pid) in ("running", "sleeping")
+        tmux("send-keys", "-t", "pw", "g")  # the campaign view: one group, the job's two repeats
+        screen = tmux.wait_for("campaign: run groups")
+        tmux.wait_for("0/2")  # none stopped yet, of two runs
+        tmux("send-keys", "-t", "pw", "Enter")  # compare the group's runs
+        screen = tmux.wait_for("compare: spin")
+        assert "spin.r0" in screen and "spin.r1" in screen
+        tmux("send-keys", "-t", "pw", "Escape")
+        tmux.wait_for("campaign: run groups")
+        tmux("send-keys", "-t", "pw", "Escape")
+        tmux.wait_for("ttt/elapsed")  # back on the main screen
         tmux("send-keys", "-t", "pw", "q")
         tmux.wait_for("still live")
         tmux("send-keys", "-t", "pw", "s")  # stop them

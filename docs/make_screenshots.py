@@ -1,0 +1,99 @@
+"""Pictures for the README, made by the real app on the bundled MLPerf logs (so they stay true).
+
+    python docs/make_screenshots.py   # writes docs/tui-*.png (needs rsvg-convert; else leaves the .svg)
+
+Each picture is the real `PerfwatchApp` over `perfwatch attach tests/data/mlperf-logs`, driven by
+Textual's Pilot like a user: the main screen (runs + detail with plots), the campaign view with the
+MosaicML baseline chosen (`g`, `b`), and the compare screen of three marked runs (space, `c`).
+No device sampler: the pictures show no GPU that the logs did not come from.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LOGS = REPO / "tests" / "data" / "mlperf-logs"
+OUT = REPO / "docs"
+
+
+async def _shot(name: str, size: tuple[int, int], keys: list[str], ready) -> Path:  # type: ignore[no-untyped-def]
+    from perfwatch.core.engine import attach_session
+    from perfwatch.ui.app import PerfwatchApp
+
+    app = PerfwatchApp(attach_session(LOGS, control=False), theme="dark")
+    async with app.run_test(size=size) as pilot:
+        for _ in range(400):
+            snap = app.main.snapshot
+            if snap is not None and len(snap.views) == 35 and app.main.settled:
+                break
+            await pilot.pause(0.05)
+        for key in keys:
+            await pilot.press(key)
+            await pilot.pause(0.05)
+        for _ in range(400):
+            if ready(app):
+                break
+            await pilot.pause(0.05)
+        await pilot.pause(0.3)
+        path = OUT / f"tui-{name}.svg"
+        app.save_screenshot(filename=path.name, path=str(path.parent))
+    return path
+
+
+def _is_groups(app) -> bool:  # type: ignore[no-untyped-def]
+    rows = getattr(app.screen, "rows", ())
+    return len(rows) == 4 and any(r.speedup for r in rows)
+
+
+async def main() -> list[Path]:
+    os.environ.setdefault("PERFWATCH_CONFIG_DIR", tempfile.mkdtemp())  # never the user's saved theme
+    shots = [await _shot("main", (120, 40), ["down", "down"], lambda app: app.main.settled)]
+
+    async def groups() -> Path:
+        from perfwatch.core.engine import attach_session
+        from perfwatch.ui.app import PerfwatchApp
+
+        app = PerfwatchApp(attach_session(LOGS, control=False), theme="dark")
+        async with app.run_test(size=(150, 16)) as pilot:
+            for _ in range(400):
+                if app.main.snapshot is not None and len(app.main.snapshot.views) == 35:
+                    break
+                await pilot.pause(0.05)
+            await pilot.press("g")
+            for _ in range(400):
+                if len(getattr(app.screen, "rows", ())) == 4:
+                    break
+                await pilot.pause(0.05)
+            app.screen.query_one("DataTable").move_cursor(row=1)
+            await pilot.press("b")
+            for _ in range(400):
+                if _is_groups(app):
+                    break
+                await pilot.pause(0.05)
+            await pilot.pause(0.3)
+            path = OUT / "tui-campaign.svg"
+            app.save_screenshot(filename=path.name, path=str(path.parent))
+        return path
+
+    shots.append(await groups())
+    shots.append(await _shot("compare", (120, 32), ["space", "down", "space", "down", "space", "c"],
+                             lambda app: type(app.screen).__name__ == "CompareScreen"))
+    return shots
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    paths = asyncio.run(main())
+    converter = shutil.which("rsvg-convert")
+    for svg in paths:
+        if converter:  # the README shows PNGs; the SVG is only the intermediate
+            subprocess.run([converter, str(svg), "-o", str(svg.with_suffix(".png"))], check=True)
+            svg.unlink()
+        print(svg.with_suffix(".png") if converter else svg)
