@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from perfwatch.core.ingest.discover import discover, open_regular
+from perfwatch.core.ingest.tail import DEFAULT_MAX_LINE
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, run_id_for
 from perfwatch.core.mlperf.rulesets import choose
 from perfwatch.core.mlperf.targets import Target
@@ -211,19 +212,27 @@ def iter_line_batches(path: Path | str, chunk: int = READ_CHUNK) -> Iterator[lis
             read = lambda size: text.read(size).encode("utf-8")  # noqa: E731
         else:
             fh.seek(0)
-        partial = b""
+        parts: list[bytes] = []  # the carried half line, in pieces: a huge line is joined once, not per chunk
+        size = 0
         while True:
             data = read(chunk)
             if not data:
                 break
             lines = data.split(b"\n")
-            if partial:
-                lines[0] = partial + lines[0]  # join the carried half line without copying the chunk
-            partial = lines.pop()
-            if lines:
-                yield lines
-        if partial:
-            yield [partial]  # a last line without newline: the file is complete, so count it
+            if len(lines) == 1:  # no newline in this chunk: the line goes on
+                parts.append(data)
+                size += len(data)
+                if size >= DEFAULT_MAX_LINE:  # as FileTail: hand it out rather than grow without bound
+                    yield [b"".join(parts)]
+                    parts, size = [], 0
+                continue
+            if parts:
+                lines[0] = b"".join([*parts, lines[0]])
+            last = lines.pop()
+            parts, size = ([last], len(last)) if last else ([], 0)
+            yield lines
+        if parts:
+            yield [b"".join(parts)]  # a last line without newline: the file is complete, so count it
 
 
 def load(root: Path | str, *, ruleset: str | None = None) -> RunBook:
