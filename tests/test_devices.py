@@ -183,3 +183,20 @@ def test_gpu_campaign_plans_one_gpu_per_run_and_is_refused_without_one(
     monkeypatch.setattr(process, "detect_gpus", lambda: ())  # CI: no GPU
     assert main(["launch", "workloads/gpu.yaml", "--dry-run"]) == 2
     assert "workloads/gpu.yaml:15: defaults.devices: needs 1 GPU(s) per run; this machine has none" in capsys.readouterr().err
+
+
+def test_the_live_views_run_detail_names_the_gpus_a_run_got(tmp_path: Path, owned: list[Scheduler]) -> None:
+    from perfwatch.ui.widgets.detail import summary_text
+
+    s = scheduler(tmp_path, f"""
+        jobs:
+          - {{name: ddp, launcher: {{type: torchrun, nproc_per_node: 2}}, cmd: [python, {FAKE}, --mode, hang]}}
+          - {{name: cpu, devices: 0, cmd: [python, {FAKE}, --mode, hang]}}
+        """, gpus=(0, 1))
+    owned.append(s)
+    s.poll()
+    p = s.procs()
+    assert "attempt 1  gpu 0,1" in summary_text(None, p["ddp.r0"]).plain
+    assert "gpu" not in summary_text(None, p["cpu.r0"]).plain
+    s.stop_all()
+    assert wait_for(lambda: s.done, tick=s.poll)

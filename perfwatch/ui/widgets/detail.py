@@ -127,6 +127,8 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
     if proc is not None:
         t.append("\n")
         t.append(f"pid {proc.pid if proc.pid is not None else '–'}  attempt {proc.attempt}")
+        if proc.devices:  # the GPUs the scheduler gave it (NVML indices = its CUDA_VISIBLE_DEVICES)
+            t.append(f"  gpu {','.join(map(str, proc.devices))}")
         if proc.reason:
             t.append(f"  {proc.reason}")
     for finding in findings[:3]:
