@@ -172,6 +172,16 @@ def _elapsed(v: RunView) -> str:
     return f"elapsed {_fmt_s(v.elapsed_ms / 1000)}" if v.elapsed_ms is not None and v.phase != "stopped" else ""
 
 
+def _numbers(v: RunView) -> str:
+    """Time-to-train and mean throughput: the same `RunView` numbers the TUI's table and `report` show."""
+    parts = []
+    if v.time_to_train_ms is not None:
+        parts.append(f"time-to-train {v.time_to_train_ms / 60_000:.4f} min")
+    if v.throughput_stats.count:
+        parts.append(f"avg {v.throughput_stats.mean:.2f} samples/s")
+    return "  ".join(parts)
+
+
 def _eta(eta: Eta | None, v: RunView) -> str:
     """The same ETA to target the TUI shows (core/measure/eta.py)."""
     if eta is None or eta.status not in ("converging", "not_converging"):
@@ -195,7 +205,8 @@ def _report_logs(session: Session, printer: _Printer, out: TextIO) -> bool:
     """One pass over every log on disk: a line per run; True if every run_stop says success."""
     views = final_book(session).views()
     for v in views:
-        printer.line(f"{v.run_id:<24} {v.phase:<8} {v.run_status or '-':<8} {_eval_text(v)}")
+        printer.line("  ".join(x for x in (f"{v.run_id:<24} {v.phase:<8} {v.run_status or '-':<8}", _eval_text(v),
+                                           _numbers(v)) if x))
     ok = bool(views) and all(v.run_status == "success" for v in views)
     print(f"{len(views)} runs; {'all succeeded' if ok else 'NOT all succeeded'}", file=out, flush=True)
     return ok
