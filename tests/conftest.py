@@ -11,6 +11,19 @@ DATA = Path(__file__).parent / "data"
 MLPERF_LOGS = DATA / "mlperf-logs"
 
 
+@pytest.fixture(autouse=True)
+def _no_gpu_unless_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On a GPU machine the suite behaves as on CI: a test sees no GPU unless it is marked `gpu`.
+
+    perfwatch hands out only the GPUs its own CUDA_VISIBLE_DEVICES leaves visible, and the
+    workloads' `--device auto` follows the same variable, so emptying it keeps every CPU test
+    (concurrency, timings, numbers compared with a CPU run) on the CPU, in this process and in
+    the processes it starts. Tests marked `gpu` see the machine's GPUs.
+    """
+    if request.node.get_closest_marker("gpu") is None:
+        monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "")
+
+
 @pytest.fixture(scope="session")
 def mlperf_logs() -> Path:
     return MLPERF_LOGS

@@ -20,6 +20,7 @@ def test_shipped_campaigns_validate() -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.gpu  # on a GPU machine the demo trains on its GPUs (devices: auto), as a user's would
 def test_demo_campaign_headless_every_run_reaches_its_target(tmp_path: Path) -> None:
     logdir = tmp_path / "demo"
     pgids: set[int] = set()

@@ -20,6 +20,7 @@ from perfwatch.instrument import hparams
 from perfwatch.instrument.runtime import DeviceError, rank_device
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+# the suite empties CUDA_VISIBLE_DEVICES for every test not marked `gpu` (tests/conftest.py)
 CPU_TINY = [a for a in TINY["mlp"] if a not in ("--device", "cpu")]
 
 
@@ -75,6 +76,7 @@ def test_gpu_preset_sets_real_flags_and_explicit_flags_win(name: str) -> None:
 
 
 # ---- on a real GPU only ----------------------------------------------------------------------------
+@pytest.mark.gpu
 @needs_cuda
 def test_one_process_trains_on_the_gpu_and_logs_it(tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
@@ -88,6 +90,7 @@ def test_one_process_trains_on_the_gpu_and_logs_it(tmp_path: Path) -> None:
     assert v.params[keys.DEVICE_COUNT] == 1 and v.precision == "bf16"
 
 
+@pytest.mark.gpu
 @needs_cuda
 def test_two_ranks_on_one_visible_gpu(tmp_path: Path) -> None:
     """The machine of issue 11: torchrun with 2 processes and 1 GPU. auto -> CPU (said), cuda -> clear error."""
@@ -104,6 +107,7 @@ def test_two_ranks_on_one_visible_gpu(tmp_path: Path) -> None:
     assert cuda.returncode != 0 and "needs a GPU of its own but 1 is visible" in cuda.stderr
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(torch.cuda.device_count() < 2, reason="needs 2 CUDA GPUs")
 def test_torchrun_puts_each_rank_on_its_own_gpu_with_nccl(tmp_path: Path) -> None:
     log = tmp_path / "log.txt"
