@@ -9,14 +9,12 @@ from pathlib import Path
 import pytest
 
 from perfwatch.core.ingest.mllog import Event
+from perfwatch.core.measure.columns import report_extra, throughput_summary
+from perfwatch.core.measure.mfu import mfu, mfu_from_rate
 from perfwatch.core.measure.peaks import PeakFlops
 from perfwatch.core.measure.throughput import (
     SpeedWindow,
-    mfu,
-    mfu_from_rate,
-    report_extra,
     rolling_throughput,
-    throughput_summary,
     train_item_stats,
     warmup_stats,
     window_rate,

@@ -47,11 +47,12 @@ def test_cpu_run_mfu_uses_the_measured_host_peak(tmp_path, monkeypatch) -> None:
     """A CPU run's MFU cell is computed against the matmul peak measured earlier for its thread count."""
     from perfwatch.core.ingest.mllog import Event
     from perfwatch.core.measure import peaks as flops
+    from perfwatch.core.measure.mfu import forget_cached_cpu_peaks
     from perfwatch.core.model.run import Run
     from perfwatch.ui import format as fmt
 
     monkeypatch.setattr(flops, "cache_dir", lambda: tmp_path)
-    fmt._cpu_peak.cache_clear()
+    forget_cached_cpu_peaks()
     run = Run("cpu.r0")
     run.apply([
         Event(0.0, "perfwatch_device", "cpu"), Event(0.0, "perfwatch_threads", 2),
@@ -60,7 +61,7 @@ def test_cpu_run_mfu_uses_the_measured_host_peak(tmp_path, monkeypatch) -> None:
     ])
     assert fmt.mfu_for(run.view(), None, None) is None  # never measured here: unknown, not guessed
     flops.cpu_peak("fp32", threads=2, measure=lambda dt, th: 2e11)
-    fmt._cpu_peak.cache_clear()
+    forget_cached_cpu_peaks()
     value = fmt.mfu_for(run.view(), None, None)
     assert value is not None and abs(value - 0.5) < 1e-9  # 100 samples/s x 1 GFLOP / 200 GFLOP/s
-    fmt._cpu_peak.cache_clear()
+    forget_cached_cpu_peaks()

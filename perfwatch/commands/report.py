@@ -53,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
     if not book.runs:
         print(f"perfwatch report: {root}: no MLLOG records found", file=sys.stderr)
         return 1
-    rep = report_mod.build(book, extra=report_mod.metrics_columns(measure_cpu_peak=not args.no_cpu_peak))
+    rep = report_mod.build(book, extra=report_mod.metrics_columns(measure_cpu_peak=not args.no_cpu_peak, logdir=book.root))
     grid = None
     if args.baseline:
         from perfwatch.core.results.comparison import baseline_grid, render_grid

@@ -74,7 +74,7 @@ class RowCache:
             cached = self._rows.get(view.run_id)
             if cached is None or cached[0] != key:
                 if extra is None:
-                    extra = metrics_columns()  # CPU peak: the stored one, never measured here
+                    extra = metrics_columns(logdir=snap.root)  # CPU peak: the stored one, never measured here
                 cached = (key, run_row(view, snap.root, extra))
                 self._rows[view.run_id] = cached
             out[view.run_id] = cached[1]

@@ -6,14 +6,12 @@ status class whose colour the theme provides.
 
 from __future__ import annotations
 
-import functools
 import math
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfwatch.core import keys
 from perfwatch.core.control.controller import ProcInfo
 from perfwatch.core.control.states import RunState
 from perfwatch.core.measure.eta import Eta
@@ -21,7 +19,7 @@ from perfwatch.core.measure.eta import progress as run_progress
 from perfwatch.core.model.run import RunView
 
 if TYPE_CHECKING:
-    from perfwatch.core.measure.peaks import PeakFlops
+    from perfwatch.core.measure.mfu import Overrides
     from perfwatch.core.telemetry.types import Snapshot
 
 COLUMNS: tuple[tuple[str, str, int], ...] = (
@@ -147,40 +145,19 @@ def eval_cell(view: RunView) -> str:
     return f"{last}/{fmt_value(view.target.value)}{mark}"
 
 
-@functools.lru_cache(maxsize=16)
-def _cpu_peak(precision: str | None, threads: int | None) -> PeakFlops | None:
-    """The cached CPU peak, read once per (precision, threads) for the app's lifetime."""
-    from perfwatch.core.measure.peaks import cached_cpu_peak, normalize_dtype
-
-    return cached_cpu_peak(normalize_dtype(precision), threads=threads)
-
-
-def mfu_for(view: RunView | None, proc: ProcInfo | None, snapshot: Snapshot | None) -> float | None:
-    """MFU (0..1) against the run's GPU peak, or for a CPU run this host's measured matmul peak if one
-    was measured before (the live view never measures: it would steal the runs' cores); None if unknown."""
-    if view is None or not view.flops_per_sample:
+def mfu_for(view: RunView | None, proc: ProcInfo | None, snapshot: Snapshot | None,
+            overrides: Overrides | None = None) -> float | None:
+    """MFU (0..1) as every front end shows it: THE peak resolver (core/measure/mfu.py) given the run's
+    live GPU sample; a CPU run only against a peak this host measured before (the live view never
+    measures: it would steal the runs' cores); None if unknown."""
+    if view is None:
         return None
-    device = view.params.get(keys.DEVICE)
-    if isinstance(device, str) and device.startswith("cpu"):
-        threads = view.params.get(keys.THREADS)
-        peak = _cpu_peak(view.precision, threads if isinstance(threads, int) and threads > 0 else None)
-        if peak is None:
-            return None
-        from perfwatch.core.measure.throughput import mfu as cpu_mfu
-
-        return cpu_mfu(view, peak, None).value
-    if snapshot is None or snapshot.gpu is None:
-        return None
-    gpus = snapshot.gpu.gpus
-    if not gpus:
-        return None
-    from perfwatch.core.measure.peaks import normalize_dtype, peak_for_sample
-    from perfwatch.core.measure.throughput import mfu
+    from perfwatch.core.measure.mfu import run_mfu
 
     devices = proc.devices if proc is not None else ()
-    gpu = next((g for g in gpus if devices and g.index == devices[0]), gpus[0])
-    peak, why = peak_for_sample(gpu, normalize_dtype(view.precision))
-    return mfu(view, peak, len(devices) or None, peak_reason=why).value
+    gpus = snapshot.gpu.gpus if snapshot is not None and snapshot.gpu is not None else ()
+    gpu = next((g for g in gpus if devices and g.index == devices[0]), gpus[0] if gpus else None)
+    return run_mfu(view, overrides=overrides, gpu=gpu, cpu="cached", scheduled_devices=len(devices) or None).value
 
 
 def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mfu: float | None = None,

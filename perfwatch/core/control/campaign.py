@@ -323,6 +323,7 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
                 target=s.target, exit_at_target=s.exit_at_target, isolate=s.isolate,
                 flops_per_sample=s.flops_per_sample, launcher=launcher, grid=grid,
                 cache_clear_cmd=clear, cache_clear_timeout=s.cache_clear_timeout, devices_note=devices_note,
+                peak_flops=s.peak_flops,
             ))
     return runs
 

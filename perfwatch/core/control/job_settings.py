@@ -6,6 +6,7 @@ Split from campaign.py so that module stays about expansion: a job's settings ar
 
 from __future__ import annotations
 
+import math
 import re
 import string
 from dataclasses import dataclass, field
@@ -16,7 +17,7 @@ from perfwatch.core.mlperf.targets import Target
 SETTING_KEYS = (
     "benchmark", "repeat", "seed", "seeds", "env", "cwd", "target", "exit_at_target", "timeout",
     "stall_after", "devices", "precision", "flops_per_sample", "threads", "isolate", "grace",
-    "cache_clear_cmd", "cache_clear_timeout",
+    "cache_clear_cmd", "cache_clear_timeout", "peak_flops",
 )
 CACHE_CLEAR_KEYS = ("cache_clear_cmd", "cache_clear_timeout")  # also allowed at the top level
 CACHE_CLEAR_TIMEOUT = 60.0
@@ -24,6 +25,9 @@ TARGET_KEYS = ("key", "value", "higher_is_better")
 RUN_FIELDS = ("seed", "index", "run_id", "name", "job")
 PRECISIONS = ("fp32", "fp16", "bf16", "amp", "tf32", "fp8")
 ISOLATE = ("none", "per_device")
+# dtypes a peak is given for (the columns of measure/peaks.py's datasheet table)
+PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+ANY = "*"
 # set by perfwatch for every run: a campaign cannot set them (silently overriding would lie)
 RESERVED_ENV = {
     "PERFWATCH_MLLOG": "perfwatch points it at the run's own mllog.txt",
@@ -59,6 +63,7 @@ class Settings:
     cache_clear_cmd: tuple[str, ...] | None = None  # argv run by the runner before each attempt
     cache_clear_y: Y | None = None
     cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
+    peak_flops: dict[str, dict[str, float]] | None = None  # {device pattern | "*": {dtype | "*": FLOP/s}}
 
     def copy(self) -> Settings:
         return Settings(**{**self.__dict__, "env": dict(self.env)})
@@ -181,6 +186,8 @@ def settings(m: dict[str, Y], base: Settings) -> Settings:
             if p not in PRECISIONS:
                 raise y.error(f"expected one of {', '.join(PRECISIONS)}, got {p!r}")
             s.precision = p
+        elif key == "peak_flops":
+            s.peak_flops = None if y.is_null() else peak_flops(y)
         elif key == "flops_per_sample":
             s.flops_per_sample = y.number()
             if s.flops_per_sample <= 0:
@@ -191,3 +198,57 @@ def settings(m: dict[str, Y], base: Settings) -> Settings:
                 raise y.error(f"expected one of {', '.join(ISOLATE)}, got {iso!r}")
             s.isolate = iso
     return s
+
+
+# ---- peak_flops: the MFU denominator a campaign may set ---------------------------------------------------
+_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
+
+
+def parse_flops(value: float | int | str) -> float:
+    """312e12, "312e12", "312T", "312 TFLOPS", "1.98 PFLOP/s" -> FLOP/s."""
+    if isinstance(value, bool):
+        raise ValueError("peak_flops must be a number")
+    if isinstance(value, int | float):
+        f = float(value)
+    else:
+        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[-+]?\d+)?)\s*([kmgtp]?)\s*(?:flop(?:s|/s)?)?\s*", value.lower())
+        if m is None:
+            raise ValueError(f"cannot read {value!r} as FLOP/s (try 312e12 or '312 TFLOPS')")
+        f = float(m.group(1)) * _SUFFIX[m.group(2)]
+    if not math.isfinite(f) or f <= 0:
+        raise ValueError(f"peak_flops must be a positive number, got {value!r}")
+    return f
+
+
+def _peak_value(y: Y) -> float:
+    if y.shape != "scalar" or y.is_null():
+        raise y.expected("FLOP/s per device (989e12 or '989 TFLOPS')")
+    try:
+        return parse_flops(y.value())
+    except ValueError as exc:
+        raise y.error(str(exc)) from None
+
+
+def _per_dtype(y: Y) -> dict[str, float]:
+    if y.shape == "scalar":
+        return {ANY: _peak_value(y)}
+    return {dtype: _peak_value(v) for dtype, v in y.mapping((*PEAK_DTYPES, ANY)).items()}
+
+
+def peak_flops(y: Y) -> dict[str, dict[str, float]]:
+    """`peak_flops`, per device: one value for every device and dtype (`989e12`, `"989 TFLOPS"`), or a
+    mapping whose keys are dtypes (`bf16: 989e12`) and/or GPU names as the run's log or NVML names them,
+    matched case-insensitively as part of the name (`"H100 PCIe": 756e12`, `"MI300X": {bf16: 1307e12}`)."""
+    if y.shape == "scalar":
+        return {ANY: {ANY: _peak_value(y)}}
+    table: dict[str, dict[str, float]] = {}
+    for key, child in y.mapping().items():
+        if key in PEAK_DTYPES or key == ANY:
+            table.setdefault(ANY, {})[key] = _peak_value(child)
+        elif not key.strip():
+            raise child.error("a device name must not be empty")
+        else:
+            table.setdefault(key, {}).update(_per_dtype(child))
+    if not table:
+        raise y.error("expected at least one peak")
+    return table

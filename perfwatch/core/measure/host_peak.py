@@ -47,7 +47,7 @@ class StoredPeak:
         flag = f", CPUs {self.busy_percent:.0f}% busy then" if self.busy_percent and \
             self.busy_percent > BUSY_PERCENT else ""
         return PeakFlops(f"cpu: {self.model} x {self.threads} threads", self.dtype, self.flops,
-                         f"measured {when}: {self.how}{flag}", measured=True)
+                         f"measured {when}: {self.how}{flag}", measured=True, measured_at=self.measured_at)
 
     def to_json(self) -> dict[str, Any]:
         return {"cpu": self.model, "threads": self.threads, "torch": self.torch, "dtype": self.dtype,

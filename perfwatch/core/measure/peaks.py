@@ -30,6 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from perfwatch.core.control.job_settings import PEAK_DTYPES, parse_flops
 from perfwatch.core.layout import write_json_atomic
 from perfwatch.core.telemetry.types import GpuSample
 
@@ -38,7 +39,7 @@ __all__ = [
     "identify_gpu", "normalize_dtype", "parse_flops", "peak_for", "peak_for_sample", "peak_override",
 ]
 
-DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
+DTYPES = PEAK_DTYPES  # the table's columns: what a campaign's peak_flops may name
 GIB = 1024**3
 
 
@@ -51,6 +52,7 @@ class PeakFlops:
     flops: float  # FLOP/s per device
     source: str
     measured: bool = False
+    measured_at: float | None = None  # when a measured peak was measured (epoch seconds)
 
     def describe(self) -> str:
         kind = "measured" if self.measured else "campaign" if self.device == "campaign" else "datasheet"
@@ -258,25 +260,6 @@ def peak_for(
 
 
 # ---- user override ---------------------------------------------------------------
-_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
-
-
-def parse_flops(value: float | int | str) -> float:
-    """312e12, "312e12", "312T", "312 TFLOPS", "1.98 PFLOP/s" -> FLOP/s."""
-    if isinstance(value, bool):
-        raise ValueError("peak_flops must be a number")
-    if isinstance(value, int | float):
-        f = float(value)
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[-+]?\d+)?)\s*([kmgtp]?)\s*(?:flop(?:s|/s)?)?\s*", value.lower())
-        if m is None:
-            raise ValueError(f"cannot read {value!r} as FLOP/s (try 312e12 or '312 TFLOPS')")
-        f = float(m.group(1)) * _SUFFIX[m.group(2)]
-    if not math.isfinite(f) or f <= 0:
-        raise ValueError(f"peak_flops must be a positive number, got {value!r}")
-    return f
-
-
 def peak_override(value: float | int | str | Mapping[str, Any], dtype: str) -> PeakFlops | None:
     """The campaign's `peak_flops`: one number for every dtype, or a {dtype: number} mapping."""
     if isinstance(value, Mapping):
@@ -365,7 +348,9 @@ def cpu_peak(
         except OSError:
             pass  # an unwritable cache only costs a re-measure next time
     label = f"cpu: {model} x {n_threads} threads"
-    return PeakFlops(label, dtype, float(entry["flops"]), f"measured: torch {dtype} matmul, best of N", measured=True)
+    when = entry.get("measured_at")
+    return PeakFlops(label, dtype, float(entry["flops"]), f"measured: torch {dtype} matmul, best of N", measured=True,
+                     measured_at=float(when) if isinstance(when, int | float) else None)
 
 
 

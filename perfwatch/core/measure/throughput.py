@@ -1,4 +1,4 @@
-"""Throughput, MFU and warm-up-discarding statistics over a run.
+"""Throughput and warm-up-discarding statistics over a run (MFU: measure/mfu.py).
 
 Semantics (so numbers agree with the tools users compare against):
 - Rolling throughput follows Composer's SpeedMonitor: over the last `window`
@@ -9,9 +9,6 @@ Semantics (so numbers agree with the tools users compare against):
   step of `global_batch_size` samples (which already includes the accumulation
   and all ranks), so batches/s = samples/s / global_batch_size; accumulation
   never multiplies or divides the sample rate.
-- MFU = achieved FLOP/s / (peak FLOP/s per device x devices), with achieved =
-  samples/s x FLOPs per sample (forward + backward). Unknown parts give MFU
-  None and a reason, never a guess.
 - Mila-style train_item statistics drop the first `discard` observations
   (warm-up: compilation, cache filling) before avg/min/max/sd/range.
 """
@@ -20,25 +17,13 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
-from perfwatch.core import keys
-from perfwatch.core.measure.energy import energy_columns
-from perfwatch.core.measure.peaks import PeakFlops, normalize_dtype, peak_for
 from perfwatch.core.model.run import RunView
-from perfwatch.core.telemetry.jsonl import read_telemetry, summarize_telemetry
 
 DEFAULT_WINDOW = 100  # SpeedMonitor's default window_size
 DEFAULT_DISCARD = 5  # warm-up observations dropped from train_item statistics
-
-NO_FLOPS = (
-    f"FLOPs per sample unknown: the workload logs no {keys.FLOPS_PER_SAMPLE} "
-    "and the campaign sets no flops_per_sample"
-)
-
 
 @dataclass(frozen=True, slots=True)
 class Throughput:
@@ -160,7 +145,7 @@ def window_rate(points: Sequence[tuple[float, float]], window: int = DEFAULT_WIN
     return done / span, span
 
 
-def _world(view: RunView, world_size: int | None) -> int:
+def world_of(view: RunView, world_size: int | None) -> int:
     return max(int(world_size or view.world_size or 1), 1)
 
 
@@ -185,7 +170,7 @@ def rolling_throughput(
         sps / gbs if sps is not None and gbs else None,
         points=min(len(pts), window),
         seconds=span,
-        world_size=_world(view, world_size),
+        world_size=world_of(view, world_size),
         full=len(pts) > window,
         flops_per_sample=flops_per_sample or view.flops_per_sample,
         tokens_per_sample=tokens,
@@ -196,63 +181,6 @@ def rolling_throughput(
             return Throughput(tp.points, tp.seconds, tp.samples_per_s, tp.batches_per_s, float(logged),
                               tp.flops_per_s, tp.world_size, tp.full)
     return tp
-
-
-# ---- MFU ---------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Mfu:
-    value: float | None  # 0..1 (can exceed 1 if the peak or the FLOP count is wrong)
-    reason: str | None  # why value is None
-    achieved_flops_per_s: float | None  # all devices together
-    peak_flops_per_s: float | None  # per device x devices
-    devices: int
-    flops_per_sample: float | None
-    flops_source: str | None  # "log" or "campaign"
-    peak: PeakFlops | None
-
-    def text(self) -> str:
-        return "—" if self.value is None else f"{self.value * 100:.1f}%"
-
-
-def mfu_from_rate(
-    samples_per_s: float | None,
-    flops_per_sample: float | None,
-    peak: PeakFlops | None,
-    devices: int,
-    *,
-    flops_source: str | None = None,
-    peak_reason: str | None = None,
-) -> Mfu:
-    """The arithmetic: samples/s x FLOPs/sample / (peak per device x devices)."""
-    devices = max(int(devices), 1)
-    achieved = samples_per_s * flops_per_sample if samples_per_s is not None and flops_per_sample else None
-    total_peak = peak.flops * devices if peak is not None else None
-    reason = None
-    if not flops_per_sample:
-        reason = NO_FLOPS
-    elif peak is None:
-        reason = f"peak FLOP/s unknown: {peak_reason}" if peak_reason else "peak FLOP/s unknown for this device"
-    elif samples_per_s is None:
-        reason = "no throughput measured yet"
-    value = achieved / total_peak if reason is None and achieved is not None and total_peak else None
-    return Mfu(value, reason, achieved, total_peak, devices, flops_per_sample or None,
-               flops_source if flops_per_sample else None, peak)
-
-
-def mfu(
-    view: RunView,
-    peak: PeakFlops | None,
-    devices: int | None = None,
-    *,
-    flops_per_sample: float | None = None,
-    window: int = DEFAULT_WINDOW,
-    peak_reason: str | None = None,
-) -> Mfu:
-    """MFU of a run over its rolling window. `flops_per_sample` = the campaign's override (wins over the log);
-    `devices` defaults to the logged world size, else 1."""
-    fps, source = (flops_per_sample, "campaign") if flops_per_sample else (view.flops_per_sample, "log")
-    sps, _ = window_rate(view.throughput, window)
-    return mfu_from_rate(sps, fps, peak, _world(view, devices), flops_source=source, peak_reason=peak_reason)
 
 
 # ---- Mila-style statistics --------------------------------------------------------------
@@ -291,93 +219,3 @@ def train_item_stats(view: RunView, discard: int = DEFAULT_DISCARD) -> ItemStats
     series), so "the first `discard`" then covers more than `discard` records.
     """
     return warmup_stats([rate for _, rate in view.throughput], discard)
-
-
-@dataclass(frozen=True, slots=True)
-class ThroughputSummary:
-    now: Throughput  # rolling window
-    items: ItemStats  # whole run, warm-up dropped
-    mfu: Mfu | None  # None when no peak was asked for
-
-
-def throughput_summary(
-    view: RunView,
-    window: int = DEFAULT_WINDOW,
-    *,
-    discard: int = DEFAULT_DISCARD,
-    peak: PeakFlops | None = None,
-    devices: int | None = None,
-    flops_per_sample: float | None = None,
-    tokens_per_sample: float | None = None,
-    peak_reason: str | None = None,
-) -> ThroughputSummary:
-    """Everything a runs table row or a report needs about speed, in one call."""
-    now = rolling_throughput(view, window, world_size=devices, flops_per_sample=flops_per_sample,
-                             tokens_per_sample=tokens_per_sample)
-    m = mfu(view, peak, devices, flops_per_sample=flops_per_sample, window=window, peak_reason=peak_reason)
-    return ThroughputSummary(now, train_item_stats(view, discard), m)
-
-
-# ---- report columns ----------------------------------------------------------------------
-def peak_from_telemetry(records: Sequence[Mapping[str, Any]], dtype: str) -> tuple[PeakFlops | None, str]:
-    """The peak of the first GPU a run's telemetry.jsonl names (identified by name, memory, TDP)."""
-    for rec in records:
-        for g in rec.get("gpus") or ():
-            if isinstance(g, dict) and g.get("name"):
-                watts = g.get("power_default_limit_w") or g.get("power_limit_w")
-                return peak_for(g["name"], dtype, mem_total=g.get("mem_total"), power_limit_w=watts)
-        if rec.get("gpu_unavailable"):
-            return None, f"no GPU telemetry: {rec['gpu_unavailable']}"
-    return None, "no GPU in the run's telemetry"
-
-
-def report_extra(
-    view: RunView,
-    *,
-    peak: PeakFlops | None = None,
-    devices: int | None = None,
-    flops_per_sample: float | None = None,
-    window: int = DEFAULT_WINDOW,
-    discard: int = DEFAULT_DISCARD,
-) -> dict[str, Any]:
-    """Columns for `report.run_row(..., extra=...)`: throughput, MFU and the run's telemetry summary.
-
-    Telemetry comes from telemetry.jsonl beside the run's log (a perfwatch LOGDIR run folder);
-    without `peak`, the GPU named there is looked up in the peak table for the run's precision.
-    """
-    folder = Path(view.path).parent if view.path else None
-    records = read_telemetry(folder) if folder is not None else []
-    peak_reason = None
-    if peak is None:
-        peak, peak_reason = peak_from_telemetry(records, normalize_dtype(view.precision))
-    s = throughput_summary(view, window, discard=discard, peak=peak, devices=devices,
-                           flops_per_sample=flops_per_sample, peak_reason=peak_reason)
-    t = summarize_telemetry(records)
-    m = s.mfu
-    return {
-        "samples_per_s_window": s.now.samples_per_s,
-        "device_samples_per_s": s.now.device_samples_per_s,
-        "tokens_per_s": s.now.tokens_per_s,
-        "train_item_avg": s.items.avg,
-        "train_item_sd": s.items.sd,
-        "train_item_min": s.items.min,
-        "train_item_max": s.items.max,
-        "train_item_range": s.items.range,
-        "mfu": m.value if m else None,
-        "mfu_reason": m.reason if m else None,
-        "peak_device": peak.device if peak else None,
-        "telemetry_samples": t.samples,
-        "gpu_util_mean": t.gpu_util_mean,
-        "gpu_util_max": t.gpu_util_max,
-        "gpu_mem_max_gib": t.gpu_mem_max / 1024**3 if t.gpu_mem_max is not None else None,
-        "power_mean_w": t.power_mean_w,
-        "power_max_w": t.power_max_w,
-        "cpu_mean": t.cpu_mean,
-        "rss_max_mib": t.rss_max / 1024**2 if t.rss_max is not None else None,
-        "gpu_unavailable": t.gpu_unavailable,
-        "gpus": list(t.gpu_indices),
-        "gpu_run_mem_max_gib": t.run_mem_max / 1024**3 if t.run_mem_max is not None else None,
-        "gpu_shared_with": t.shared_max,
-        "clock_events": {r: round(f, 3) for r, f in (t.throttle or {}).items() if r != "gpu_idle"} or None,
-        **energy_columns(view, records),
-    }

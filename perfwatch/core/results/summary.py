@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfwatch.core import keys
 from perfwatch.core.mlperf import rcp
 from perfwatch.core.mlperf.scores import (
     MS_PER_MINUTE,
@@ -167,28 +166,22 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
     return Report(rows, benches)
 
 
-def metrics_columns(*, measure_cpu_peak: bool = True) -> Callable[[RunView], dict[str, Any]]:
-    """Throughput-now, MFU and telemetry columns (core/metrics); CPU runs use the host peak stored by
-    `perfwatch peak --measure` (measure/host_peak.py). Nothing here measures or imports torch:
-    `measure_cpu_peak=False` (report --no-cpu-peak) leaves the stored peak out too.
-    """
-    from perfwatch.core.measure import peaks as flops
-    from perfwatch.core.measure import throughput as metrics
+def metrics_columns(*, measure_cpu_peak: bool = True,
+                    logdir: Path | str | None = None) -> Callable[[RunView], dict[str, Any]]:
+    """Throughput-now, MFU and telemetry columns (measure/columns.py), MFU against THE peak resolver's peak.
 
-    cpu_peaks: dict[str, Any] = {}
+    CPU runs use the host peak stored by `perfwatch peak --measure` (measure/host_peak.py). Nothing
+    here measures or imports torch: `measure_cpu_peak=False` (report --no-cpu-peak) leaves the stored
+    peak out too.
+    `logdir`: a campaign's LOGDIR, whose perfwatch.json may set flops_per_sample / peak_flops per run.
+    """
+    from perfwatch.core.measure import columns, mfu
+
+    cpu: mfu.CpuPeakPolicy = "cached" if measure_cpu_peak else "off"
+    overrides = mfu.overrides_from_registry(logdir) if logdir is not None else {}
 
     def extra(view: RunView) -> dict[str, Any]:
-        peak = None
-        device = view.params.get(keys.DEVICE)
-        if measure_cpu_peak and view.flops_per_sample and isinstance(device, str) and device.startswith("cpu"):
-            dtype = flops.normalize_dtype(view.precision)
-            threads = view.params.get(keys.THREADS)
-            threads = threads if isinstance(threads, int) and threads > 0 else None
-            key = f"{dtype}/{threads}"
-            if key not in cpu_peaks:
-                cpu_peaks[key] = flops.cached_cpu_peak(dtype, threads=threads)
-            peak = cpu_peaks[key]
-        return metrics.report_extra(view, peak=peak)
+        return columns.report_extra(view, cpu=cpu, overrides=overrides.get(view.run_id))
 
     return extra
 

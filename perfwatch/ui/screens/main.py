@@ -20,6 +20,7 @@ from textual.widgets import Footer, Input, Static
 
 from perfwatch.core.control.controller import ProcInfo
 from perfwatch.core.engine import LiveEngine, LiveSnapshot, Update
+from perfwatch.core.measure.mfu import overrides_from_registry
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.groups import group_runs
 from perfwatch.core.results.summary import group_of
@@ -68,6 +69,8 @@ class MainScreen(Screen[None]):
         self.detail_interval = detail_interval
         self.minor_interval = minor_interval
         self.snapshot: LiveSnapshot | None = None
+        # what the campaign says about MFU (flops_per_sample, peak_flops), per run id
+        self._mfu_overrides = overrides_from_registry(engine.session.logdir) if engine.controller is not None else {}
         self._dirty: set[str] = set()
         self._devices_dirty = False
         self._detail_dirty = False
@@ -143,7 +146,8 @@ class MainScreen(Screen[None]):
         rows = []
         for rid in dirty:
             view, proc = snap.views.get(rid), snap.procs.get(rid)
-            rows.append(make_row(rid, view, proc, mfu_for(view, proc, snap.devices), snap.etas.get(rid)))
+            rows.append(make_row(rid, view, proc, mfu_for(view, proc, snap.devices, self._mfu_overrides.get(rid)),
+                                 snap.etas.get(rid)))
         # rows where only rates/times moved are repainted at most every minor_interval (less jitter)
         later = self.query_one(RunsTable).update_rows(rows, time.monotonic(), self.minor_interval - 0.1)
         self._mark(later)

@@ -1,0 +1,113 @@
+"""A run's report columns: throughput now, warm-up statistics, MFU, telemetry and energy in one row.
+
+What `report` (every format), the metrics endpoint and the HTML report add to a run's row; the
+peak behind the MFU is THE resolver's (measure/mfu.py), so they all agree with the live view.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from perfwatch.core.measure.energy import energy_columns
+from perfwatch.core.measure.mfu import CpuPeakPolicy, Mfu, Overrides, mfu, run_mfu
+from perfwatch.core.measure.peaks import PeakFlops
+from perfwatch.core.measure.throughput import (
+    DEFAULT_DISCARD,
+    DEFAULT_WINDOW,
+    ItemStats,
+    Throughput,
+    rolling_throughput,
+    train_item_stats,
+)
+from perfwatch.core.model.run import RunView
+from perfwatch.core.telemetry.jsonl import read_telemetry, summarize_telemetry
+
+__all__ = ["ThroughputSummary", "report_extra", "throughput_summary"]
+
+
+@dataclass(frozen=True, slots=True)
+class ThroughputSummary:
+    now: Throughput  # rolling window
+    items: ItemStats  # whole run, warm-up dropped
+    mfu: Mfu | None  # None when no peak was asked for
+
+
+def throughput_summary(
+    view: RunView,
+    window: int = DEFAULT_WINDOW,
+    *,
+    discard: int = DEFAULT_DISCARD,
+    peak: PeakFlops | None = None,
+    devices: int | None = None,
+    flops_per_sample: float | None = None,
+    tokens_per_sample: float | None = None,
+    peak_reason: str | None = None,
+) -> ThroughputSummary:
+    """Everything a runs table row or a report needs about speed, in one call."""
+    now = rolling_throughput(view, window, world_size=devices, flops_per_sample=flops_per_sample,
+                             tokens_per_sample=tokens_per_sample)
+    m = mfu(view, peak, devices, flops_per_sample=flops_per_sample, window=window, peak_reason=peak_reason)
+    return ThroughputSummary(now, train_item_stats(view, discard), m)
+
+
+def report_extra(
+    view: RunView,
+    *,
+    peak: PeakFlops | None = None,
+    devices: int | None = None,
+    flops_per_sample: float | None = None,
+    overrides: Overrides | None = None,
+    cpu: CpuPeakPolicy = "cached",
+    window: int = DEFAULT_WINDOW,
+    discard: int = DEFAULT_DISCARD,
+) -> dict[str, Any]:
+    """Columns for `report.run_row(..., extra=...)`: throughput, MFU and the run's telemetry summary.
+
+    Telemetry comes from telemetry.jsonl beside the run's log (a perfwatch LOGDIR run folder);
+    without `peak`, THE peak resolver (measure/mfu.py) decides which peak applies and says so.
+    """
+    folder = Path(view.path).parent if view.path else None
+    records = read_telemetry(folder) if folder is not None else []
+    if peak is not None:  # a peak chosen by the caller (tests, benchmarks)
+        s = throughput_summary(view, window, discard=discard, peak=peak, devices=devices,
+                               flops_per_sample=flops_per_sample)
+    else:
+        o = overrides or Overrides(flops_per_sample=flops_per_sample)
+        s = ThroughputSummary(
+            rolling_throughput(view, window, world_size=devices, flops_per_sample=o.flops_per_sample),
+            train_item_stats(view, discard),
+            run_mfu(view, overrides=o, telemetry=records, cpu=cpu, scheduled_devices=devices, window=window),
+        )
+    t = summarize_telemetry(records)
+    m = s.mfu
+    return {
+        "samples_per_s_window": s.now.samples_per_s,
+        "device_samples_per_s": s.now.device_samples_per_s,
+        "tokens_per_s": s.now.tokens_per_s,
+        "train_item_avg": s.items.avg,
+        "train_item_sd": s.items.sd,
+        "train_item_min": s.items.min,
+        "train_item_max": s.items.max,
+        "train_item_range": s.items.range,
+        "mfu": m.value if m else None,
+        "mfu_reason": m.reason if m else None,
+        "peak_device": m.peak.device if m and m.peak else None,
+        "peak_used": m.peak_says if m else None,
+        "flops_source": m.flops_source if m else None,
+        "telemetry_samples": t.samples,
+        "gpu_util_mean": t.gpu_util_mean,
+        "gpu_util_max": t.gpu_util_max,
+        "gpu_mem_max_gib": t.gpu_mem_max / 1024**3 if t.gpu_mem_max is not None else None,
+        "power_mean_w": t.power_mean_w,
+        "power_max_w": t.power_max_w,
+        "cpu_mean": t.cpu_mean,
+        "rss_max_mib": t.rss_max / 1024**2 if t.rss_max is not None else None,
+        "gpu_unavailable": t.gpu_unavailable,
+        "gpus": list(t.gpu_indices),
+        "gpu_run_mem_max_gib": t.run_mem_max / 1024**3 if t.run_mem_max is not None else None,
+        "gpu_shared_with": t.shared_max,
+        "clock_events": {r: round(f, 3) for r, f in (t.throttle or {}).items() if r != "gpu_idle"} or None,
+        **energy_columns(view, records),
+    }
