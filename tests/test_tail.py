@@ -388,3 +388,18 @@ def test_small_chunks_give_same_lines(tmp_path: Path, size: int) -> None:
     tail = FileTail(p, chunk_size=size, max_batch=3)
     assert lines_of(tail.read_all()) == want
     tail.close()
+
+
+def test_last_lines_reads_only_the_end_and_follows_changes(tmp_path) -> None:
+    from perfwatch.core.ingest.tail import cached_last_lines, last_lines
+
+    path = tmp_path / "output.log"
+    path.write_text("".join(f"line {i:05d}\n" for i in range(10_000)))  # 110 kB
+    assert last_lines(path, 3) == ("line 09997", "line 09998", "line 09999")
+    window = last_lines(path, 10_000, max_bytes=1100)  # 100 lines fit; the cut first one is dropped
+    assert window[-1] == "line 09999" and len(window) == 99 and window[0] == "line 09901"
+    assert cached_last_lines(path, 2) == ("line 09998", "line 09999")
+    with open(path, "a") as fh:
+        fh.write("Traceback (most recent call last):\n")
+    assert cached_last_lines(path, 2) == ("line 09999", "Traceback (most recent call last):")
+    assert last_lines(tmp_path / "missing.log") == ()

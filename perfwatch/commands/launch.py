@@ -74,7 +74,9 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
 
 def detach(logdir: Path, extra: list[str] | None = None) -> int:
     """Hand the campaign to a background `perfwatch attach --headless` in its own session."""
-    with open(logdir / "scheduler.out", "ab") as out:
+    from perfwatch.core.layout import SCHEDULER_OUTPUT_FILE
+
+    with open(logdir / SCHEDULER_OUTPUT_FILE, "ab") as out:
         proc = subprocess.Popen(
             [sys.executable, "-m", "perfwatch", "attach", str(logdir), "--headless", "--owner", *(extra or [])],
             stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=True,

@@ -8,6 +8,7 @@ disagree on a name. A LOGDIR that perfwatch launched looks like this:
       perfwatch.json          REGISTRY_FILE: the resolved plan and every run's process facts
       .scheduler.lock         LOCK_FILE: flock held by the campaign's owner (kernel drops it on death)
       requests/               REQUESTS_DIR: one small JSON file per request from a detached `attach`
+      scheduler.out           SCHEDULER_OUTPUT_FILE: what a detached owner printed
       <run_id>/               run_dir(): one folder per run, named by the run id
         mllog.txt             MLLOG_FILE: the workload's mllog records ($PERFWATCH_MLLOG)
         output.log            OUTPUT_FILE: the workload's stdout and stderr
@@ -35,15 +36,15 @@ from pathlib import Path
 
 __all__ = [
     "EXIT_FILE", "LOCK_FILE", "MLLOG_FILE", "OUTPUT_FILE", "OWN_FILES", "REGISTRY_FILE", "REQUESTS_DIR",
-    "RUN_FILES", "RUN_LOGS", "SLURM_BATCH_FILE", "SLURM_JOB_FILE", "TELEMETRY_FILE", "archived_name", "is_log_name", "request_name", "run_dir",
-    "run_id_for",
-    "write_json_atomic",
+    "RUN_FILES", "RUN_LOGS", "SCHEDULER_OUTPUT_FILE", "SLURM_BATCH_FILE", "SLURM_JOB_FILE", "TELEMETRY_FILE",
+    "archived_name", "is_log_name", "request_name", "run_dir", "run_id_for", "write_json_atomic",
 ]
 
 # ---- LOGDIR level -------------------------------------------------------------------
 REGISTRY_FILE = "perfwatch.json"
 LOCK_FILE = ".scheduler.lock"
 REQUESTS_DIR = "requests"
+SCHEDULER_OUTPUT_FILE = "scheduler.out"  # stdout/stderr of a detached campaign owner (`launch --detach`)
 
 # ---- run folder level -----------------------------------------------------------------
 MLLOG_FILE = "mllog.txt"

@@ -21,7 +21,7 @@ from typing import Protocol
 from perfwatch.core.control.registry import RunRecord, SchedulerInfo
 from perfwatch.core.control.registry import read as read_registry
 from perfwatch.core.control.states import ACTIONS, RunState, allowed
-from perfwatch.core.ingest.discover import open_regular
+from perfwatch.core.ingest.tail import cached_last_lines
 from perfwatch.core.layout import (
     OUTPUT_FILE,
     REGISTRY_FILE,
@@ -32,8 +32,7 @@ from perfwatch.core.layout import (
 )
 
 __all__ = [
-    "ACTIONS", "ClientController", "Controller", "ProcInfo", "RunState", "allowed", "cached_tail", "send_request",
-    "tail_lines", "take_requests",
+    "ACTIONS", "ClientController", "Controller", "ProcInfo", "RunState", "allowed", "send_request", "take_requests",
 ]
 
 
@@ -70,42 +69,6 @@ class Controller(Protocol):
     def stop_all(self) -> None: ...
     def poll(self) -> None: ...
     def close(self, stop_runs: bool) -> None: ...
-
-
-def tail_lines(path: Path, n: int = 20, max_bytes: int = 16384) -> tuple[str, ...]:
-    """The last `n` lines of a file, reading at most `max_bytes` from its end."""
-    try:
-        with open_regular(path) as fh:  # a FIFO named output.log must not hang the view
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - max_bytes))
-            data = fh.read()
-    except OSError:
-        return ()
-    lines = data.decode("utf-8", errors="replace").splitlines()
-    if size > max_bytes and lines:
-        lines = lines[1:]  # first one is probably cut
-    return tuple(lines[-n:])
-
-
-_TAILS: dict[Path, tuple[tuple[int, int], tuple[str, ...]]] = {}
-
-
-def cached_tail(path: Path, n: int = 20) -> tuple[str, ...]:
-    """`tail_lines`, re-read only when the file's size or mtime changed (procs() runs at 4 Hz)."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return ()
-    key = (st.st_size, st.st_mtime_ns)
-    hit = _TAILS.get(path)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    lines = tail_lines(path, n)
-    if len(_TAILS) > 4096:
-        _TAILS.clear()
-    _TAILS[path] = (key, lines)
-    return lines
 
 
 def send_request(logdir: Path, action: str, run_id: str | None) -> Path:
@@ -150,7 +113,7 @@ def info_from_record(rec: RunRecord, logdir: Path) -> ProcInfo:
         run_id=rec.run_id, job=rec.job, state=state, pid=rec.pid, pgid=rec.pgid, attempt=rec.attempt,
         exit_code=rec.exit_code, started_at=rec.started_at, ended_at=rec.ended_at, devices=tuple(rec.devices),
         argv=tuple(rec.argv), folder=folder,
-        last_output=cached_tail(folder / OUTPUT_FILE) if state is not RunState.QUEUED else (),
+        last_output=cached_last_lines(folder / OUTPUT_FILE) if state is not RunState.QUEUED else (),
         stalled=rec.stalled, reason=rec.reason,
     )
 

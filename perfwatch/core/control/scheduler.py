@@ -27,8 +27,9 @@ from perfwatch.core.control import registry, trust
 from perfwatch.core.control.backends import Backend, BackendConfig, Launch, RunHandle, make_backend
 from perfwatch.core.control.backends.local import LocalRun
 from perfwatch.core.control.campaign import Campaign, RunSpec
-from perfwatch.core.control.controller import ProcInfo, RunState, cached_tail, take_requests
+from perfwatch.core.control.controller import ProcInfo, RunState, take_requests
 from perfwatch.core.control.paths import UnsafePath, run_folder
+from perfwatch.core.ingest.tail import cached_last_lines
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, REGISTRY_FILE, run_dir
 
 
@@ -247,7 +248,7 @@ class Scheduler:
             run_id=r.spec.run_id, job=r.spec.job, state=r.state, pid=r.proc.pid if r.proc else None,
             pgid=r.proc.pgid if r.proc else None, attempt=r.attempt, exit_code=r.exit_code,
             started_at=r.started_at, ended_at=r.ended_at, devices=r.devices, argv=r.spec.argv, folder=folder,
-            last_output=cached_tail(folder / OUTPUT_FILE) if r.state is not RunState.QUEUED else (),
+            last_output=cached_last_lines(folder / OUTPUT_FILE) if r.state is not RunState.QUEUED else (),
             stalled=r.stalled, reason=r.reason,
         )
 

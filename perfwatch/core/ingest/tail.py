@@ -1,5 +1,7 @@
 """Incremental reader of one growing log file: new complete lines per read, nothing lost or doubled.
 
+(Also `last_lines`: the last lines of a file read from its end, for "what did the run print last".)
+
 A workload writes its mllog file while perfwatch reads it, so a read can end in the middle of a line:
 the partial line is kept and only handed out once its newline arrives. Files also get truncated
 (copy-truncate), replaced (rotation by rename, delete + recreate) or vanish. `FileTail` keeps its own
@@ -22,6 +24,9 @@ import contextlib
 import os
 import stat
 from dataclasses import dataclass
+from pathlib import Path
+
+from perfwatch.core.ingest.discover import open_regular
 
 HEAD_BYTES = 256  # fingerprint of the file's start; a mismatch means the file was rewritten in place
 DEFAULT_CHUNK = 1 << 20  # bytes per os.pread call
@@ -319,3 +324,40 @@ class FileTail:
 
 def _is_regular(mode: int) -> bool:
     return stat.S_ISREG(mode)
+
+
+# ---- the end of a file, once (a run's last output lines) -----------------------------------------------------
+def last_lines(path: Path, n: int = 20, max_bytes: int = 16384) -> tuple[str, ...]:
+    """The last `n` lines of a file, reading at most `max_bytes` from its end."""
+    try:
+        with open_regular(path) as fh:  # a FIFO named output.log must not hang the view
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return ()
+    lines = data.decode("utf-8", errors="replace").splitlines()
+    if size > max_bytes and lines:
+        lines = lines[1:]  # first one is probably cut
+    return tuple(lines[-n:])
+
+
+_LAST: dict[Path, tuple[tuple[int, int], tuple[str, ...]]] = {}
+
+
+def cached_last_lines(path: Path, n: int = 20) -> tuple[str, ...]:
+    """`last_lines`, re-read only when size or mtime changed (controllers' procs() run at 4 Hz)."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return ()
+    key = (st.st_size, st.st_mtime_ns)
+    hit = _LAST.get(path)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    lines = last_lines(path, n)
+    if len(_LAST) > 4096:
+        _LAST.clear()
+    _LAST[path] = (key, lines)
+    return lines

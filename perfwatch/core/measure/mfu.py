@@ -266,8 +266,8 @@ def run_mfu(
 ) -> Mfu:
     """A run's MFU as every front end shows it: the resolved peak, the campaign's FLOPs if it sets them."""
     o = overrides or Overrides()
-    if cpu == "measure" and not (o.flops_per_sample or view.flops_per_sample):
-        cpu = "cached"  # no MFU without FLOPs: never run the matmul benchmark for nothing
+    if not (o.flops_per_sample or view.flops_per_sample):
+        cpu = "off"  # no MFU without FLOPs: never import torch or measure the CPU for nothing
     choice = resolve_peak(view, gpu=gpu, telemetry=telemetry, peak_flops=o.peak_flops, cpu=cpu,
                           scheduled_devices=scheduled_devices)
     return mfu(view, choice.peak, choice.devices, flops_per_sample=o.flops_per_sample, window=window,

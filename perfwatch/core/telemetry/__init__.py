@@ -16,6 +16,7 @@ _EXPORTS = {
     "resources_from_procs": "sampling",
     "read_telemetry": "jsonl",
     "summarize_telemetry": "jsonl",
+    "TelemetryFollower": "follow",
 }
 __all__ = sorted(_EXPORTS)
 __getattr__ = lazy_exports(__name__, _EXPORTS)
