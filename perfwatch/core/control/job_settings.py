@@ -6,11 +6,11 @@ Split from campaign.py so that module stays about expansion: a job's settings ar
 
 from __future__ import annotations
 
-import math
 import re
 import string
 from dataclasses import dataclass, field
 
+from perfwatch.core.control.peak_values import ANY, PEAK_DTYPES, parse_flops
 from perfwatch.core.control.yaml_nodes import Y
 from perfwatch.core.mlperf.targets import Target
 
@@ -25,9 +25,6 @@ TARGET_KEYS = ("key", "value", "higher_is_better")
 RUN_FIELDS = ("seed", "index", "run_id", "name", "job")
 PRECISIONS = ("fp32", "fp16", "bf16", "amp", "tf32", "fp8")
 ISOLATE = ("none", "per_device")
-# dtypes a peak is given for (the columns of measure/peaks.py's datasheet table)
-PEAK_DTYPES = ("fp32", "tf32", "bf16", "fp16", "fp8")
-ANY = "*"
 # set by perfwatch for every run: a campaign cannot set them (silently overriding would lie)
 RESERVED_ENV = {
     "PERFWATCH_MLLOG": "perfwatch points it at the run's own mllog.txt",
@@ -201,25 +198,6 @@ def settings(m: dict[str, Y], base: Settings) -> Settings:
 
 
 # ---- peak_flops: the MFU denominator a campaign may set ---------------------------------------------------
-_SUFFIX = {"": 1.0, "k": 1e3, "m": 1e6, "g": 1e9, "t": 1e12, "p": 1e15}
-
-
-def parse_flops(value: float | int | str) -> float:
-    """312e12, "312e12", "312T", "312 TFLOPS", "1.98 PFLOP/s" -> FLOP/s."""
-    if isinstance(value, bool):
-        raise ValueError("peak_flops must be a number")
-    if isinstance(value, int | float):
-        f = float(value)
-    else:
-        m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[-+]?\d+)?)\s*([kmgtp]?)\s*(?:flop(?:s|/s)?)?\s*", value.lower())
-        if m is None:
-            raise ValueError(f"cannot read {value!r} as FLOP/s (try 312e12 or '312 TFLOPS')")
-        f = float(m.group(1)) * _SUFFIX[m.group(2)]
-    if not math.isfinite(f) or f <= 0:
-        raise ValueError(f"peak_flops must be a positive number, got {value!r}")
-    return f
-
-
 def _peak_value(y: Y) -> float:
     if y.shape != "scalar" or y.is_null():
         raise y.expected("FLOP/s per device (989e12 or '989 TFLOPS')")

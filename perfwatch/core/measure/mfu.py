@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from perfwatch.core import keys
+from perfwatch.core.control.peak_values import ANY
+from perfwatch.core.layout import REGISTRY_FILE
 from perfwatch.core.measure import peaks
 from perfwatch.core.measure.peaks import (
     PeakFlops,
@@ -51,7 +53,6 @@ NO_FLOPS = (
 # "cached": the peak this host stored (`perfwatch peak --measure`, measure/host_peak.py); nothing here
 # measures or imports torch (a benchmark would steal the runs' cores); "off": CPU runs get no MFU.
 CpuPeakPolicy = Literal["cached", "off"]
-ANY = "*"
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,9 +277,11 @@ def run_mfu(
 
 def overrides_from_registry(logdir: Path | str) -> dict[str, Overrides]:
     """Per run id, what the campaign in LOGDIR/perfwatch.json says about MFU (empty for other folders)."""
+    if not (Path(logdir) / REGISTRY_FILE).is_file():
+        return {}  # not a campaign's LOGDIR: nothing to import or read (report stays fast)
     from perfwatch.core.control import registry
 
-    data = registry.read(Path(logdir)) if Path(logdir).is_dir() else None
+    data = registry.read(Path(logdir))
     if data is None:
         return {}
     return {r.run_id: Overrides(r.flops_per_sample, r.peak_flops) for r in data.runs

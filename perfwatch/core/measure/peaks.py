@@ -30,7 +30,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from perfwatch.core.control.job_settings import PEAK_DTYPES, parse_flops
+from perfwatch.core.control.peak_values import PEAK_DTYPES, parse_flops
 from perfwatch.core.layout import write_json_atomic
 from perfwatch.core.telemetry.types import GpuSample
 
