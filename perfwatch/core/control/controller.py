@@ -21,6 +21,7 @@ from typing import Protocol
 from perfwatch.core.control.registry import RunRecord, SchedulerInfo
 from perfwatch.core.control.registry import read as read_registry
 from perfwatch.core.control.states import ACTIONS, RunState, allowed
+from perfwatch.core.ingest.discover import open_regular
 from perfwatch.core.ingest.tail import cached_last_lines
 from perfwatch.core.layout import (
     OUTPUT_FILE,
