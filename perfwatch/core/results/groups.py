@@ -4,7 +4,8 @@ For each group: runs done / live / converged, how many MLPerf needs for a score 
 benchmark, from mlperf_logging), the olympic score so far (× scaling.json, `results.summary`),
 energy-to-train where telemetry recorded it, and the speed-up against a baseline group with its
 bootstrap interval (`results.comparison`). The same computations as `report` and `compare`, on
-the runs seen so far; front ends only lay the rows out.
+the runs seen so far, plus the live RCP projection (`mlperf.rcp.project`); front ends only lay the
+rows out.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from perfwatch.core.mlperf.rcp import project, required_runs
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.comparison import Side, compare, sides
-from perfwatch.core.results.summary import group_of
+from perfwatch.core.results.summary import group_of, group_ruleset
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,19 +34,30 @@ class GroupRow:
     speedup: float | None = None  # baseline score / this score: > 1 is faster than the baseline
     interval: tuple[float, float] | None = None  # its bootstrap 90 % interval
     is_baseline: bool = False
+    rcp: str = ""  # the live RCP projection ("on track", "will be normalised ×1.012", "n/a (open division)")
 
 
-@functools.lru_cache(maxsize=64)
 def runs_needed(benchmark: str | None) -> int | None:
     """MLPerf training's runs per benchmark score (mlperf_logging's table); None when unknown."""
-    if not benchmark:
-        return None
+    return required_runs(benchmark) if benchmark else None
+
+
+def rcp_projection(members: list[RunView], benchmark: str | None) -> str:
+    """Where the group's RCP verdict is heading from its finished runs (mlperf/rcp.py), one line."""
+    ruleset, _why = group_ruleset(members)
+    division = next((v.division for v in members if v.division), "closed")
+    finished = tuple(sorted(v.path for v in members if v.phase == "stopped" and v.path))
+    return _projection(finished, benchmark, ruleset, division)
+
+
+@functools.lru_cache(maxsize=256)
+def _projection(finished: tuple[str, ...], benchmark: str | None, ruleset: str | None, division: str) -> str:
+    """Cached by the finished runs: a live view asks again every few seconds, the answer changes only
+    when a run finishes (reading the logs again costs about a second)."""
     try:
-        from mlperf_logging.rcp_checker.rcp_checker import submission_runs
-    except Exception:  # the package or its scipy missing: say nothing rather than guess
-        return None
-    n = submission_runs.get("training", {}).get(benchmark)
-    return int(n) if n else None
+        return project(list(finished), benchmark, ruleset, division).text.removeprefix("RCP: ")
+    except Exception as exc:  # mlperf_logging could not judge these files: say so, keep the view
+        return f"n/a ({exc})"
 
 
 def group_runs(views: Iterable[RunView]) -> dict[str, list[RunView]]:
@@ -74,12 +87,21 @@ def group_rows(views: Mapping[str, RunView], baseline: str | None = None) -> lis
             converged=len(side.minutes) if side is not None else 0, needed=runs_needed(bench),
             score_minutes=side.score if side is not None else None, note=side.note if side is not None else "",
             energy_kj=side.energy_median if side is not None else None, speedup=speedup, interval=interval,
-            is_baseline=name == baseline,
+            is_baseline=name == baseline, rcp=rcp_projection(members, bench),
         ))
     return rows
 
 
+_SIDES: dict[tuple[tuple[str, int], ...], Side | None] = {}
+
+
 def _one_side(members: list[RunView]) -> Side | None:
-    scored = sides(members)
-    found = [s for group in scored.values() for s in group]
-    return found[0] if len(found) == 1 else None
+    """The group's score (cached by its runs' view versions: energy reads telemetry files)."""
+    key = tuple((v.run_id, v.version) for v in members)
+    if key not in _SIDES:
+        if len(_SIDES) > 512:
+            _SIDES.clear()
+        scored = sides(members)
+        found = [s for group in scored.values() for s in group]
+        _SIDES[key] = found[0] if len(found) == 1 else None
+    return _SIDES[key]

@@ -23,7 +23,7 @@ from perfwatch.ui.screens.compare import CompareScreen
 
 REFRESH_S = 5.0
 COLUMNS = ("group", "benchmark", "stopped/runs", "converged/needed", "score (min)", "vs baseline", "energy",
-           "note")
+           "RCP", "note")
 
 
 def row_cells(r: GroupRow) -> tuple[str, ...]:
@@ -37,7 +37,7 @@ def row_cells(r: GroupRow) -> tuple[str, ...]:
         vs = "–"
     energy = f"{r.energy_kj:.0f} kJ" if r.energy_kj is not None else "–"
     return (r.group, r.benchmark or "–", f"{r.stopped}/{r.runs}", f"{r.converged}{needed}", score, vs, energy,
-            r.note)
+            r.rcp or "–", r.note)
 
 
 class GroupsScreen(Screen[None]):
@@ -47,6 +47,7 @@ class GroupsScreen(Screen[None]):
     GroupsScreen { layout: vertical; background: $background; }
     GroupsScreen #groups-title { height: 1; padding: 0 1; background: $panel; text-style: bold; }
     GroupsScreen DataTable { height: 1fr; }
+    GroupsScreen #groups-detail { height: 2; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     GroupsScreen #groups-hint { height: 1; padding: 0 1; color: $muted; }
     """
     BINDINGS = [
@@ -67,6 +68,7 @@ class GroupsScreen(Screen[None]):
         yield Static("campaign: run groups (olympic score so far, MLPerf's run count, baseline ratio)",
                      id="groups-title")
         yield DataTable(id="groups-table", cursor_type="row", zebra_stripes=True)
+        yield Static("", id="groups-detail")
         yield Static("computing…", id="groups-hint")
         yield Footer(compact=True, show_command_palette=False)
 
@@ -104,6 +106,14 @@ class GroupsScreen(Screen[None]):
         if not self.rows or table.cursor_row < 0:
             return None
         return self.rows[min(table.cursor_row, len(self.rows) - 1)].group
+
+    def on_data_table_row_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        """The highlighted group's long texts in full (the table cuts them)."""
+        i = event.cursor_row
+        if 0 <= i < len(self.rows):
+            r = self.rows[i]
+            text = f"{r.group}\nRCP: {r.rcp or '–'}" + (f"  ·  {r.note}" if r.note else "")
+            self.query_one("#groups-detail", Static).update(text)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:
         event.stop()
