@@ -71,3 +71,22 @@ def test_launch_headless_escapes_a_failing_runs_output(tmp_path: Path) -> None:
     out = perfwatch("launch", str(path), "--headless", "--logdir", str(tmp_path / "logdir"))
     assert out.returncode == 1, out.stdout + out.stderr
     assert raw_controls(out.stdout) == [] and "\\x1b]52;c;" in out.stdout and "boom" in out.stdout, out.stdout
+
+
+async def test_the_live_view_shows_no_raw_control_character(tmp_path: Path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Textual strips only BEL/BS/VT/FF/CR: an ESC in a run id, a log string or a log line would reach
+    the terminal. The table, the summary and the log tail show U+FFFD instead."""
+    from ui_helpers import attach_app, screen_text, table, until
+
+    from perfwatch.ui.widgets.detail import LogTail
+
+    monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
+    root = hostile_tree(tmp_path)
+    (root / f"sys{CLEAR}" / "bert" / "output.log").write_text(f"progress {OSC52}{CLEAR}50%\n")
+    app = attach_app(root, theme="dark")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, lambda: len(table(app).visible_ids) >= 2, "the runs")
+        await pilot.pause()
+        text = screen_text(app) + app.main.query_one(LogTail).text
+        assert raw_controls(text) == [], [c for c in text if ord(c) < 32 and c != "\n"]
+        assert "\ufffd" in text

@@ -52,6 +52,13 @@ class EscapingWriter:
         return getattr(self._out, "encoding", "utf-8")
 
 
+def scrub(text: str) -> str:
+    """Same-length variant for widgets (styled spans keep their offsets): each control character
+    becomes U+FFFD. Textual strips only BEL, BS, VT, FF and CR itself, so an ESC from a log would
+    otherwise reach the terminal from the live view."""
+    return _UNSAFE.sub("\ufffd", text) if _UNSAFE.search(text) else text
+
+
 def echo(text: str, out: TextIO | None = None) -> None:
     """print(), escaped: the one way commands print text that holds data read from files."""
     import sys

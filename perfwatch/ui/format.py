@@ -17,6 +17,7 @@ from perfwatch.core.control.states import RunState
 from perfwatch.core.measure.eta import Eta
 from perfwatch.core.measure.eta import progress as run_progress
 from perfwatch.core.model.run import RunView
+from perfwatch.text.escape import scrub
 
 if TYPE_CHECKING:
     from perfwatch.core.measure.mfu import Overrides
@@ -164,9 +165,10 @@ def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mf
              eta: Eta | None = None) -> Row:
     status, label = status_of(view, proc)
     label = f"{_SYMBOL[status]} {label}"
+    shown_id = scrub(run_id)  # a run id is a file or folder name: it may hold control characters
     if view is None:
         cells = {k: "–" for k, _, _ in COLUMNS}
-        cells.update(id=run_id, state=label)
+        cells.update(id=shown_id, state=label)
         return Row(run_id, cells, status, {"id": run_id, "state": status})
     prog, prog_key = progress(view)
     ttt = view.time_to_train_ms
@@ -174,7 +176,7 @@ def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mf
     if ttt is not None and view.run_status != "success":
         time_cell = fmt_duration(ttt)
     cells = {
-        "id": run_id,
+        "id": shown_id,
         "state": label,
         "progress": prog,
         "tp_now": fmt_rate(view.last_throughput),

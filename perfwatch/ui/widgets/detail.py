@@ -16,6 +16,7 @@ from perfwatch.core.control.controller import ProcInfo
 from perfwatch.core.measure.eta import Eta
 from perfwatch.core.measure.eta import progress as run_progress
 from perfwatch.core.model.run import RunView
+from perfwatch.text.escape import scrub
 from perfwatch.ui.format import fmt_duration, fmt_eta, fmt_rate, fmt_value, status_of
 from perfwatch.ui.widgets.plot import Plot
 from perfwatch.ui.widgets.run_telemetry import RunTelemetry
@@ -48,7 +49,8 @@ class LogTail(Widget):
         return "\n".join(("✗ " if line[:2000] in self._bad else "  ") + line for line in self._shown())
 
     def show(self, lines: Sequence[str], bad: frozenset[str]) -> None:
-        new = tuple(lines[-200:])
+        new = tuple(scrub(line) for line in lines[-200:])  # a workload's ANSI/OSC output stays inert
+        bad = frozenset(scrub(b) for b in bad)
         if new != self._lines or bad != self._bad:
             self._lines, self._bad = new, bad
             self.refresh()
@@ -133,6 +135,7 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
             t.append(f"  {proc.reason}")
     for finding in findings[:3]:
         t.append("\n" + finding)
+    t.plain = scrub(t.plain)  # run ids, reasons, findings come from files: no control sequence reaches the terminal
     return t
 
 
