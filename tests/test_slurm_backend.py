@@ -128,6 +128,7 @@ def test_launch_demo_with_backend_slurm_every_run_a_slurm_job(slurm, tmp_path: P
     done = perfwatch("launch", "workloads/demo.yaml", "--headless", "--backend", "slurm", "--logdir", str(logdir))
     assert done.returncode == 0, done.stdout + done.stderr
     assert "all runs succeeded" in done.stdout
+    assert re.search(r"starting +pending in Slurm: (Resources|Priority)", done.stdout), done.stdout  # 2 CPUs, 8 jobs
     runs = registry(logdir)["runs"]
     assert len(runs) == 8 and len({r["slurm_job_id"] for r in runs}) == 8
     for run in runs:

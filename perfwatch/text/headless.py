@@ -52,17 +52,19 @@ def _eval_text(view: RunView | None) -> str:
 class _Printer:
     def __init__(self, out: TextIO, t0: float) -> None:
         self.out, self.t0 = out, t0
-        self.last: dict[str, RunState] = {}
+        self.last: dict[str, tuple[RunState, str | None]] = {}
 
     def line(self, text: str) -> None:
         print(f"[{_fmt_s(time.time() - self.t0):>7}] {text}", file=self.out, flush=True)
 
     def changes(self, procs: Mapping[str, ProcInfo], views: Mapping[str, RunView]) -> None:
         for rid, info in procs.items():
-            if self.last.get(rid) is info.state:
+            # a new state, or why a run is still starting (Slurm: "pending in Slurm: Resources")
+            seen = (info.state, info.reason if info.state is RunState.STARTING else None)
+            if self.last.get(rid) == seen:
                 continue
             first = rid not in self.last
-            self.last[rid] = info.state
+            self.last[rid] = seen
             if first and info.state is RunState.QUEUED:
                 continue
             view = views.get(rid)
