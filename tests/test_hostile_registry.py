@@ -82,3 +82,14 @@ def test_fifos_named_like_perfwatchs_own_files_never_hang(tmp_path: Path) -> Non
     out = attach(logdir)  # taking it over starts j.r0: its output.log cannot be opened, the run fails
     assert "Traceback" not in out.stderr and out.returncode == 1, out.stdout + out.stderr
     assert "not a regular file" in out.stdout or "No such device" in out.stdout, out.stdout
+
+
+def test_a_requests_symlink_never_makes_the_owner_delete_files_elsewhere(tmp_path: Path) -> None:
+    elsewhere = tmp_path / "config"
+    elsewhere.mkdir()
+    (elsewhere / "settings.json").write_text('{"action": "stop_all"}')
+    logdir = signed_logdir(tmp_path, lambda plain: None)
+    (logdir / "requests").symlink_to(elsewhere)
+    out = attach(logdir)
+    assert out.returncode == 0 and "all runs succeeded" in out.stdout, out.stdout + out.stderr
+    assert (elsewhere / "settings.json").exists()  # neither read as a request nor deleted

@@ -126,12 +126,17 @@ def run(args: argparse.Namespace) -> int:
 
 def _take_over(logdir: Path) -> Scheduler | None:
     from perfwatch.core.control.backends import BackendError
-    from perfwatch.core.control.scheduler import Scheduler
+    from perfwatch.core.control.registry import RegistryError
+    from perfwatch.core.control.scheduler import Scheduler, Untrusted
 
     try:
         owner = Scheduler.take_over(logdir)
-    except BackendError as exc:
+    except (BackendError, RegistryError) as exc:
         print(f"perfwatch control: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    except Untrusted as exc:  # never act on a plan this user did not launch here (see `attach --take-over`)
+        print(f"perfwatch control: not taking {logdir} over: {exc.reason}; "
+              f"`perfwatch attach {logdir} --take-over` shows what would run", file=sys.stderr)
         raise SystemExit(2) from None
     if owner is not None:
         owner.hold_queue = True

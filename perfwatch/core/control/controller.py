@@ -10,7 +10,9 @@ file per request, written atomically), which the scheduler executes on its next 
 from __future__ import annotations
 
 import json
+import logging
 import os
+import stat
 import time
 import uuid
 from collections.abc import Mapping
@@ -35,6 +37,9 @@ from perfwatch.core.layout import (
 __all__ = [
     "ACTIONS", "ClientController", "Controller", "ProcInfo", "RunState", "allowed", "send_request", "take_requests",
 ]
+
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -74,8 +79,7 @@ class Controller(Protocol):
 
 def send_request(logdir: Path, action: str, run_id: str | None) -> Path:
     """Drop a request for the scheduler that owns `logdir` (see module docstring)."""
-    folder = logdir / REQUESTS_DIR
-    folder.mkdir(exist_ok=True)
+    folder = _requests_dir(logdir, create=True)
     now = time.time()
     path = folder / request_name(now, uuid.uuid4().hex[:8])
     write_json_atomic(path, {"action": action, "run_id": run_id, "sent_at": now, "pid": os.getpid()})
@@ -85,10 +89,21 @@ def send_request(logdir: Path, action: str, run_id: str | None) -> Path:
 MAX_REQUEST_BYTES = 65536  # a request is ~100 bytes
 
 
+def _requests_dir(logdir: Path, *, create: bool) -> Path:
+    """LOGDIR/requests as a real folder: a symlink planted there (to ~/.config, say) would make the
+    owner read and delete `*.json` files elsewhere, and a client write there."""
+    folder = logdir / REQUESTS_DIR
+    if create:
+        folder.mkdir(exist_ok=True)
+    if not stat.S_ISDIR(os.lstat(folder).st_mode):
+        raise OSError(f"{folder} is not a folder (a symlink?)")
+    return folder
+
+
 def take_requests(logdir: Path) -> list[dict]:
     """Read and delete pending requests, oldest first."""
-    folder = logdir / REQUESTS_DIR
     try:
+        folder = _requests_dir(logdir, create=False)
         names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
     except OSError:
         return []
@@ -126,6 +141,7 @@ class ClientController:
         self.logdir = Path(logdir)
         self._mtime = -1.0
         self._procs: dict[str, ProcInfo] = {}
+        self.send_error: str | None = None  # why the last request could not be written
         self.scheduler: SchedulerInfo | None = None  # the detached owner, as perfwatch.json names it
         self.poll()
 
@@ -138,7 +154,11 @@ class ClientController:
 
     def _send(self, action: str, run_id: str | None) -> None:
         if run_id is None or self.can(action, run_id):
-            send_request(self.logdir, action, run_id)
+            try:
+                send_request(self.logdir, action, run_id)
+            except OSError as exc:  # a full disk, a requests/ that is not a folder: the request is lost
+                log.warning("cannot send %s to %s: %s", action, self.logdir, exc)
+                self.send_error = f"cannot send {action}: {exc.strerror or exc}"
 
     def pause(self, run_id: str) -> None:
         self._send("pause", run_id)
@@ -159,7 +179,7 @@ class ClientController:
         self._send("start_now", run_id)
 
     def stop_all(self) -> None:
-        send_request(self.logdir, "stop_all", None)
+        self._send("stop_all", None)
 
     def poll(self) -> None:
         path = self.logdir / REGISTRY_FILE
