@@ -264,17 +264,31 @@ class Scheduler:
 
     def pause(self, run_id: str) -> None:
         run = self.runs[run_id]
-        if self.can("pause", run_id) and run.proc and run.proc.pause():
+        if not (self.can("pause", run_id) and run.proc):
+            return
+        if run.proc.pause():
             run.paused_at = time.time()
             self._set(run, RunState.PAUSED, "paused")
+        else:
+            self._refused(run, "pause")
 
     def resume(self, run_id: str) -> None:
         run = self.runs[run_id]
-        if self.can("resume", run_id) and run.proc and run.proc.resume():
+        if not (self.can("resume", run_id) and run.proc):
+            return
+        if run.proc.resume():
             now = time.time()
             run.paused_total += now - (run.paused_at or now)
             run.paused_at, run.active_at = None, now
             self._set(run, RunState.RUNNING, None)
+        else:
+            self._refused(run, "resume")
+
+    def _refused(self, run: _Run, action: str) -> None:
+        """The backend would not do `action` (Slurm: suspend is for operators): say why on the run."""
+        why = self.backend.why_not(action, run.state)
+        if why:
+            self._set(run, run.state, why)
 
     def stop(self, run_id: str, *, intent: RunState = RunState.STOPPED, reason: str = "stopped by user") -> None:
         run = self.runs[run_id]
