@@ -174,6 +174,10 @@ def test_gpu_and_host_gauges_name_the_run_on_each_gpu() -> None:
     assert "perfwatch_gpu_clock_event_reason {'gpu': '0', 'uuid': 'GPU-aaa', 'name': 'NVIDIA H100 80GB HBM3', " \
            "'run': 'r1', 'reason': 'sw_power_cap'} 1.0" in text
     assert "perfwatch_host_cpu_percent {} 12.5" in text
+    import re
+
+    documented = set(re.findall(r"`(perfwatch_[a-z_]+)`", (ROOT / "docs/metrics.md").read_text()))
+    assert {fam.name for fam in families(snap, {})} <= documented  # every family the endpoint can emit
     assert "perfwatch_run_info {'campaign': 'c', 'run': 'r1', 'job': 'job', 'benchmark': '', 'state': 'running'}" in text
 
 
