@@ -67,11 +67,16 @@ def test_slurm_runs_pause_resume_stop_kill_restart(slurm, tmp_path: Path) -> Non
         defaults: {{grace: 3s}}
         jobs:
           - {{name: long, repeat: 2, cmd: {HANG}}}
+          - {{name: deaf, cmd: [python, {FAKE}, --mode, ignore_term, --epochs, 5, --step, 0.05]}}
         """)
     try:
-        assert wait_for(lambda: all(r.state is RunState.RUNNING for r in s.runs.values()), timeout=60, tick=s.poll)
-        ids = {rid: s.runs[rid].record.slurm_job_id for rid in s.runs}
-        assert len(set(ids.values())) == 2 and all(squeue_state(j) == "RUNNING" for j in ids.values())
+        long = ("long.r0", "long.r1")  # submitted first: they get the node's 2 CPUs, deaf.r0 waits
+        assert wait_for(lambda: all(s.runs[r].state is RunState.RUNNING for r in long), timeout=60, tick=s.poll)
+        ids = {rid: str(s.runs[rid].record.slurm_job_id) for rid in s.runs}
+        assert len(set(ids.values())) == 3 and all(squeue_state(ids[r]) == "RUNNING" for r in long)
+        assert squeue_state(ids["deaf.r0"]) == "PENDING"
+        assert s.runs["deaf.r0"].state is RunState.STARTING
+        assert (s.runs["deaf.r0"].reason or "").startswith("pending in Slurm")
         first = ids["long.r0"]
         assert wait_for(lambda: (tmp_path / "logdir/long.r0/output.log").exists()
                         and "waiting forever" in (tmp_path / "logdir/long.r0/output.log").read_text())
@@ -97,6 +102,16 @@ def test_slurm_runs_pause_resume_stop_kill_restart(slurm, tmp_path: Path) -> Non
         assert wait_for(lambda: s.runs["long.r1"].state.terminal, timeout=30, tick=s.poll)
         assert s.runs["long.r1"].state is RunState.KILLED
         assert wait_for(lambda: squeue_state(ids["long.r1"]) not in ("RUNNING", "COMPLETING"))
+
+        deaf_out = tmp_path / "logdir/deaf.r0/output.log"
+        assert wait_for(lambda: deaf_out.exists() and "waiting forever" in deaf_out.read_text(), timeout=60, tick=s.poll)
+        s.poll()
+        assert s.runs["deaf.r0"].state is RunState.RUNNING
+        s.stop("deaf.r0")  # ignores SIGTERM: after the 3 s grace, scancel --signal=KILL
+        assert wait_for(lambda: s.runs["deaf.r0"].state.terminal, timeout=40, tick=s.poll)
+        assert s.runs["deaf.r0"].state is RunState.STOPPED
+        assert "no exit 3s after SIGTERM: SIGKILL" in (s.runs["deaf.r0"].reason or "")
+        assert wait_for(lambda: squeue_state(ids["deaf.r0"]) not in ("RUNNING", "COMPLETING"))
 
         s.restart("long.r0")
         assert wait_for(lambda: s.runs["long.r0"].state is RunState.RUNNING, timeout=60, tick=s.poll)
