@@ -132,3 +132,19 @@ def test_missing_sbatch_is_a_clear_error_and_creates_nothing(tmp_path: Path) -> 
     assert done.returncode == 2
     assert "sbatch" in done.stderr and "not found on PATH" in done.stderr and "Traceback" not in done.stderr
     assert not logdir.exists()
+
+
+def test_dry_run_on_slurm_prints_each_sbatch_without_submitting(tmp_path: Path) -> None:
+    path = campaign_file(tmp_path, f"""
+        scheduler: {{backend: slurm, partition: gpu, time_limit: 2h}}
+        jobs:
+          - {{name: a, devices: 2, cmd: [python, {FAKE}]}}
+        """)
+    env = {**os.environ, "PATH": str(Path(sys.executable).parent)}  # no sbatch needed to plan
+    done = perfwatch("launch", str(path), "--dry-run", "--logdir", str(tmp_path / "logdir"), env=env)
+    assert done.returncode == 0, done.stderr
+    assert "backend: slurm" in done.stdout and "--gres=gpu:2" in done.stdout
+    line = next(x for x in done.stdout.splitlines() if x.strip().startswith("sbatch "))
+    assert "--job-name=perfwatch-a.r0" in line and "--partition=gpu" in line and "--time=120" in line
+    assert not (tmp_path / "logdir").exists()
+

@@ -54,10 +54,13 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
     mp = campaign.max_parallel if campaign.max_parallel is not None else "auto"
     print(f"max_parallel: {mp}" + (f"   baseline: {campaign.baseline}" if campaign.baseline else "")
           + ("   backend: slurm" if campaign.backend.backend == "slurm" else ""))
-    print(gpus_line(campaign.gpus))
+    slurm = campaign.backend.backend == "slurm"
+    print("GPUs: requested per run with --gres on the compute nodes" if slurm else gpus_line(campaign.gpus))
     where = planned_devices(campaign.runs, campaign.gpus, campaign.max_parallel)
     for r in campaign.runs:
         device = where[r.run_id] + (f" ({r.devices_note})" if r.devices_note and r.devices_note != "auto" else "")
+        if slurm:  # the compute nodes' GPUs, through --gres
+            device = f"--gres=gpu:{r.devices}" if r.devices else (r.devices_note or "no GPU")
         limits = [f"seed {r.seed}", device]
         if r.timeout:
             limits.append(f"timeout {r.timeout:g}s")
@@ -70,6 +73,11 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
             limit = f" (timeout {r.cache_clear_timeout:g}s)" if r.cache_clear_timeout else ""
             print(f"  {'':<26} first: {shlex.join(r.cache_clear_cmd)}{limit}")
         print(f"  {'':<26} {shlex.join(r.argv)}")
+        if slurm:
+            from perfwatch.core.control.backends.slurm import sbatch_argv
+            from perfwatch.core.layout import run_dir
+
+            print(f"  {'':<26} {shlex.join(sbatch_argv(campaign.backend, r, run_dir(logdir, r.run_id).resolve()))} ...")
 
 
 def detach(logdir: Path, extra: list[str] | None = None) -> int:
