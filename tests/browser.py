@@ -65,7 +65,7 @@ class DevTools:
 
         self.proc = subprocess.Popen(
             argv(self.profile, "--remote-debugging-port=0", f"--window-size={self.size[0]},{self.size[1]}",
-                 "about:blank"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                 "about:blank"), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, start_new_session=True)
         assert self.proc.stderr is not None
         loop = asyncio.get_running_loop()
         port = None
@@ -103,10 +103,18 @@ class DevTools:
         return result.get("result", {}).get("value")
 
     async def __aexit__(self, *exc: object) -> None:
+        import contextlib
+        import signal
+
         try:
+            with contextlib.suppress(Exception):  # a clean exit: chromium ends and reaps its own helpers
+                await self.ws.send_json({"id": self._id + 1, "method": "Browser.close", "params": {}})
             await self.ws.close()
             await self.http.close()
         finally:
             if self.proc is not None:
-                self.proc.kill()
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    self.proc.wait(timeout=10)
+                with contextlib.suppress(OSError):
+                    os.killpg(self.proc.pid, signal.SIGKILL)  # whatever is left of its process group
                 self.proc.wait(timeout=10)
