@@ -61,22 +61,25 @@ def perfwatch(*args: str, **kw: object) -> subprocess.CompletedProcess[str]:
                           timeout=180, check=False, **kw)  # type: ignore[call-overload]
 
 
-def test_slurm_runs_pause_resume_stop_kill_restart(slurm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_slurm_runs_pause_resume_stop_kill_restart_start_now(slurm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     s = scheduler(tmp_path, f"""
         scheduler: {{backend: slurm}}
         defaults: {{grace: 3s}}
         jobs:
           - {{name: long, repeat: 2, cmd: {HANG}}}
           - {{name: deaf, cmd: [python, {FAKE}, --mode, ignore_term, --epochs, 5, --step, 0.05]}}
+          - {{name: later, cmd: [python, {FAKE}, --epochs, 3, --step, 0.05]}}
         """)
     try:
-        long = ("long.r0", "long.r1")  # submitted first: they get the node's 2 CPUs, deaf.r0 waits
+        long = ("long.r0", "long.r1")  # submitted first: they get the node's 2 CPUs, deaf.r0 and later.r0 wait
         assert wait_for(lambda: all(s.runs[r].state is RunState.RUNNING for r in long), timeout=60, tick=s.poll)
         ids = {rid: str(s.runs[rid].record.slurm_job_id) for rid in s.runs}
-        assert len(set(ids.values())) == 3 and all(squeue_state(ids[r]) == "RUNNING" for r in long)
+        assert len(set(ids.values())) == 4 and all(squeue_state(ids[r]) == "RUNNING" for r in long)
         assert squeue_state(ids["deaf.r0"]) == "PENDING"
         assert s.runs["deaf.r0"].state is RunState.STARTING
         assert (s.runs["deaf.r0"].reason or "").startswith("pending in Slurm")
+        s.start_now("later.r0")  # scontrol top: later.r0 now goes before deaf.r0
+        assert int(job_field(ids["later.r0"], "Priority")) > int(job_field(ids["deaf.r0"], "Priority"))
         first = ids["long.r0"]
         assert wait_for(lambda: (tmp_path / "logdir/long.r0/output.log").exists()
                         and "waiting forever" in (tmp_path / "logdir/long.r0/output.log").read_text())
@@ -97,6 +100,8 @@ def test_slurm_runs_pause_resume_stop_kill_restart(slurm, tmp_path: Path) -> Non
         assert s.runs["long.r0"].state is RunState.STOPPED
         assert "SIGTERM" in (s.runs["long.r0"].reason or "")  # the workload got TERM, not the KILL after grace
         assert wait_for(lambda: squeue_state(first) not in ("RUNNING", "SUSPENDED", "COMPLETING"))
+        assert wait_for(lambda: squeue_state(ids["later.r0"]) != "PENDING", timeout=30)  # the freed CPU: later first
+        assert squeue_state(ids["deaf.r0"]) == "PENDING"
 
         s.kill("long.r1")
         assert wait_for(lambda: s.runs["long.r1"].state.terminal, timeout=30, tick=s.poll)
@@ -121,6 +126,7 @@ def test_slurm_runs_pause_resume_stop_kill_restart(slurm, tmp_path: Path) -> Non
         assert (tmp_path / "logdir/long.r0/.attempt-1.output.log").exists()
         s.kill("long.r0")
         assert wait_for(lambda: s.done, timeout=30, tick=s.poll)
+        assert s.runs["later.r0"].state is RunState.SUCCEEDED
     finally:
         s.close(stop_runs=True)
 
