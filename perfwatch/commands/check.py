@@ -83,6 +83,7 @@ def rcp_lines(results: list[CheckResult]) -> list[str]:
     """mlperf_logging's RCP verdict per benchmark folder (a results folder, or a job's repeats)."""
     from perfwatch.core.mlperf.checker import log_facts
     from perfwatch.core.mlperf.rcp import folder_verdict
+    from perfwatch.core.mlperf.rulesets import is_official
     from perfwatch.core.results.comparison import group_of_id
 
     groups: dict[str, list[CheckResult]] = {}
@@ -91,6 +92,8 @@ def rcp_lines(results: list[CheckResult]) -> list[str]:
     lines = []
     for folder, members in groups.items():
         first = members[0]
+        if not (first.ruleset and is_official(first.benchmark, first.ruleset)):
+            continue  # perfwatch's own workloads: no MLPerf RCP to speak of
         division = log_facts(Path(first.path))[1]
         v = folder_verdict([m.path for m in members], first.benchmark, first.ruleset, division)
         shown = v.verdict + (f" ×{v.normalization:.4f}" if v.verdict == "pass" and v.normalization > 1.0 else "")
