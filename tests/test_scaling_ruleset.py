@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import io
 import json
 import shutil
@@ -41,10 +42,13 @@ def test_scaling_json_multiplies_the_olympic_mean_as_the_summarizer(capsys, tmp_
     assert bench["scaling_factor"] == factor
     assert bench["olympic_minutes"] == pytest.approx(plain, abs=1e-12)
     assert bench["score_minutes"] == pytest.approx(official, abs=1e-12)
-    for fmt in ("table", "markdown"):
+    for fmt in ("table", "markdown", "html"):
         assert main(["report", str(tmp_path), "--format", fmt, "--no-cpu-peak"]) == 0
         out = capsys.readouterr().out
-        assert "1.0123" in out and f"{official:,.3f}" in out
+        assert "1.0123" in out and f"{official:,.3f}" in out, fmt
+    assert main(["report", str(tmp_path), "--format", "csv", "--no-cpu-peak"]) == 0
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert len(rows) == 10 and {r["scaling_factor"] for r in rows} == {"1.0123456"}
     # compare uses the scaled score: the speed-up is the ratio of official scores
     assert main(["compare", str(mlperf_logs / BERT), str(folder), "--format", "json"]) == 0
     (row,) = json.loads(capsys.readouterr().out)

@@ -136,6 +136,7 @@ class Report:
 def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = None) -> Report:
     views = book.views()
     rows = [run_row(v, book.root, extra) for v in views]
+    row_of_run = {r["run_id"]: r for r in rows}
     groups: dict[str, list[RunView]] = {}
     for v in views:
         groups.setdefault(group_of(v), []).append(v)
@@ -163,6 +164,9 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
                 "note": scored.note,
             }
         )
+        for v in members:  # the run-level forms (csv) say which scaling their folder's score carries
+            row_of_run[v.run_id]["group"] = folder
+            row_of_run[v.run_id]["scaling_factor"] = benches[-1]["scaling_factor"]
     return Report(rows, benches)
 
 
