@@ -48,12 +48,8 @@ def owned():  # type: ignore[no-untyped-def]
             s.close(stop_runs=False)
 
 
-@pytest.fixture(scope="session")
-def slurm():  # type: ignore[no-untyped-def]
-    """A real single-node Slurm for this test session (tests/slurm_cluster.py); skips where it cannot.
-
-    `SLURM_CONF` is exported for the session so sbatch/squeue (and perfwatch's subprocesses) find it.
-    """
+def _slurm_cluster(nodes: int):  # type: ignore[no-untyped-def]
+    """Start a local Slurm (tests/slurm_cluster.py) or skip saying why; stopped after, even if pytest is killed."""
     import os
     import shutil
     import tempfile
@@ -64,21 +60,44 @@ def slurm():  # type: ignore[no-untyped-def]
     if why:
         pytest.skip(why)
     root = Path(tempfile.mkdtemp(prefix="perfwatch-slurm-", dir="/tmp"))
-    cluster = SlurmCluster(root)
-    saved = {k: os.environ.get(k) for k in cluster.env()}
+    cluster = SlurmCluster(root, nodes)
+    reaper = cluster.reap_after(os.getpid())  # a killed session's daemons do not outlive it
     try:
         cluster.start()
     except (RuntimeError, OSError) as exc:
         cluster.stop()
         pytest.skip(f"local Slurm did not come up: {exc}")
-    os.environ.update(cluster.env())
     try:
         yield cluster
     finally:
         cluster.stop()
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
         shutil.rmtree(root, ignore_errors=True)
+        reaper.kill()
+        reaper.wait()
+
+
+@pytest.fixture(scope="session")
+def slurm():  # type: ignore[no-untyped-def]
+    """A real single-node Slurm for this test session; skips where it cannot.
+
+    `SLURM_CONF` is exported for the session so sbatch/squeue (and perfwatch's subprocesses) find it.
+    """
+    import os
+
+    for cluster in _slurm_cluster(1):
+        saved = {k: os.environ.get(k) for k in cluster.env()}
+        os.environ.update(cluster.env())
+        try:
+            yield cluster
+        finally:
+            for key, value in saved.items():
+                if value is None:
+                    os.environ.pop(key, None)
+                else:
+                    os.environ[key] = value
+
+
+@pytest.fixture(scope="module")
+def slurm_two_nodes():  # type: ignore[no-untyped-def]
+    """A second local Slurm with two compute nodes (n1, n2) on this host; use `cluster.env()` to reach it."""
+    yield from _slurm_cluster(2)

@@ -6,8 +6,14 @@ not meet. Client commands find this cluster through `SLURM_CONF` (see `env()`).
 
 Used by the `slurm` pytest fixture (tests/conftest.py) and by hand:
 
-    python tests/slurm_cluster.py start /tmp/myslurm   # prints: export SLURM_CONF=...
+    python tests/slurm_cluster.py start /tmp/myslurm [NODES]  # prints: export SLURM_CONF=...
     python tests/slurm_cluster.py stop /tmp/myslurm
+
+With NODES > 1 the cluster has that many compute nodes `n1`, `n2`, ... on this one host (one
+slurmd each, `slurmd -N nI`, own port, spool, pid and log), each with all of the host's CPUs:
+enough for real multi-node jobs (srun one task per node, torchrun across the allocation).
+`reap` (used by the fixture) stops the cluster once a given process has ended, so a test
+session killed before its teardown leaves no daemons behind.
 
 Needs root (slurmd and munged run as root / the munge user) and the packages' binaries;
 `unavailable()` says why not, for a clear skip.
@@ -61,10 +67,11 @@ def _mem_mb() -> int:
 
 
 class SlurmCluster:
-    """One controller + one compute node on this host; `start()`, then `stop()`."""
+    """One controller + `nodes` compute nodes on this host; `start()`, then `stop()`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, nodes: int = 1) -> None:
         self.root = Path(root).resolve()
+        self.nodes = nodes
         self.node = socket.gethostname().split(".")[0]
         self.conf = self.root / "slurm.conf"
         self.munge_socket = self.root / "munge-run" / "munge.socket"
@@ -116,26 +123,38 @@ class SlurmCluster:
             "JobAcctGatherType": "jobacct_gather/none", "MpiDefault": "none", "ReturnToService": "2",
             "SchedulerType": "sched/backfill", "InactiveLimit": "0", "KillWait": "5", "MinJobAge": "600",
         }
+        cpus = os.cpu_count() or 1
+        if self.nodes > 1:  # several slurmd on this host: %n (the node name) keeps their files apart
+            lines.update(SlurmdSpoolDir=f"{r}/spool-%n", SlurmdPidFile=f"{r}/slurmd-%n.pid",
+                         SlurmdLogFile=f"{r}/log/slurmd-%n.log")
+            del lines["SlurmdPort"]
         text = "".join(f"{k}={v}\n" for k, v in lines.items())
-        text += (f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={os.cpu_count() or 1} RealMemory={_mem_mb()} "
-                 "State=UNKNOWN\n")
+        if self.nodes == 1:
+            text += f"NodeName={self.node} NodeAddr=127.0.0.1 CPUs={cpus} RealMemory={_mem_mb()} State=UNKNOWN\n"
+        for name in self.node_names() if self.nodes > 1 else ():
+            text += (f"NodeName={name} NodeHostname={self.node} NodeAddr=127.0.0.1 Port={_free_port()} "
+                     f"CPUs={cpus} RealMemory={_mem_mb() // self.nodes} State=UNKNOWN\n")
         text += "PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP\n"
         self.conf.write_text(text)
 
+    def node_names(self) -> list[str]:
+        return [self.node] if self.nodes == 1 else [f"n{i}" for i in range(1, self.nodes + 1)]
+
     def start(self, timeout: float = 60.0) -> None:
-        """Start munged, slurmctld and slurmd; return once the node is idle."""
+        """Start munged, slurmctld and slurmd; return once every node is idle."""
         self.root.mkdir(parents=True, exist_ok=True)
         os.chmod(self.root, 0o755)  # munged needs every folder above its socket searchable
         self._start_munge()
         self._write_conf()
-        for daemon in (["slurmctld", "-i"], ["slurmd"]):
+        slurmds = [["slurmd"]] if self.nodes == 1 else [["slurmd", "-N", n] for n in self.node_names()]
+        for daemon in (["slurmctld", "-i"], *slurmds):
             done = self._run([_which(daemon[0]) or daemon[0], *daemon[1:]])
             if done.returncode != 0:
                 raise RuntimeError(f"{daemon[0]} did not start: {done.stderr.strip()} (logs in {self.root}/log)")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             state = self._run(["sinfo", "-h", "-N", "-o", "%T"]).stdout.strip()
-            if state in ("idle", "mixed", "allocated"):
+            if state and set(state.split()) <= {"idle", "mixed", "allocated"} and len(state.split()) == self.nodes:
                 return
             time.sleep(0.3)
         raise RuntimeError(f"node never became idle (last sinfo: {state!r}; logs in {self.root}/log)")
@@ -148,8 +167,30 @@ class SlurmCluster:
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and self._run(["squeue", "-h", "-o", "%i"]).stdout.strip():
                 time.sleep(0.2)
-        for pidfile in ("slurmd.pid", "slurmctld.pid", "munge/munged.pid"):
+        slurmds = ["slurmd.pid"] if self.nodes == 1 else [f"slurmd-{n}.pid" for n in self.node_names()]
+        for pidfile in (*slurmds, "slurmctld.pid", "munge/munged.pid"):
             _terminate(self.root / pidfile)
+
+    def reap_after(self, pid: int) -> subprocess.Popen[bytes]:
+        """A detached watcher that stops this cluster (and removes its folder) once `pid` has ended."""
+        return subprocess.Popen([sys.executable, __file__, "reap", str(self.root), str(self.nodes), str(pid)],
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+
+
+def _reap(root: Path, nodes: int, pid: int) -> int:
+    while True:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            pass
+        time.sleep(1.0)
+    if root.exists():
+        SlurmCluster(root, nodes).stop()
+        shutil.rmtree(root, ignore_errors=True)
+    return 0
 
 
 def _terminate(pidfile: Path, wait: float = 10.0) -> None:
@@ -170,10 +211,15 @@ def _terminate(pidfile: Path, wait: float = 10.0) -> None:
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) != 2 or argv[0] not in ("start", "stop"):
-        print("usage: python tests/slurm_cluster.py start|stop FOLDER", file=sys.stderr)
+    if len(argv) == 4 and argv[0] == "reap":
+        return _reap(Path(argv[1]), int(argv[2]), int(argv[3]))
+    if len(argv) not in (2, 3) or argv[0] not in ("start", "stop") or not all(a.isdigit() for a in argv[2:]):
+        print("usage: python tests/slurm_cluster.py start|stop FOLDER [NODES]", file=sys.stderr)
         return 2
-    cluster = SlurmCluster(Path(argv[1]))
+    nodes = int(argv[2]) if len(argv) == 3 else 1
+    if argv[0] == "stop" and nodes == 1 and any(Path(argv[1]).glob("slurmd-n*.pid")):
+        nodes = len(list(Path(argv[1]).glob("slurmd-n*.pid")))
+    cluster = SlurmCluster(Path(argv[1]), nodes)
     if argv[0] == "stop":
         cluster.stop()
         return 0

@@ -224,3 +224,31 @@ def test_sigkill_perfwatch_then_control_and_attach_readopt_slurm_jobs(slurm, tmp
         known = [str(r.get("slurm_job_id")) for r in registry(logdir)["runs"] if r.get("slurm_job_id")]
         if known:
             subprocess.run(["scancel", *known], check=False)
+
+
+def test_two_node_torchrun_job_rendezvous_from_the_allocation(slurm_two_nodes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """A torchrun job with nnodes 2: one sbatch --nodes=2, one srun task per node, c10d at the first node."""
+    env = {**os.environ, **slurm_two_nodes.env()}
+    path = campaign_file(tmp_path, """
+        name: twonode
+        scheduler: {backend: slurm}
+        defaults: {threads: 1, timeout: 5m, target: {key: eval_accuracy, value: 0.90}}
+        jobs:
+          - name: ddp
+            benchmark: mlp_regression
+            launcher: {type: torchrun, nnodes: 2, nproc_per_node: 1}
+            cmd: [python, workloads/mlp.py]
+            args: {--batch-size: 64, --lr: 0.003, --seed: "{seed}", --target: 0.90, --max-epochs: 40,
+                   --in-features: 32, --hidden: 128, --depth: 2, --train-samples: 4096, --eval-samples: 1024}
+        """)
+    logdir = tmp_path / "logdir"
+    done = perfwatch("launch", str(path), "--headless", "--logdir", str(logdir), env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    job = registry(logdir)["runs"][0]["slurm_job_id"]
+    show = subprocess.run(["scontrol", "show", "job", "-o", job], capture_output=True, text=True, env=env).stdout
+    assert "NumNodes=2 " in show and "NodeList=n[1-2]" in show and "JobState=COMPLETED" in show
+    mllog = (logdir / "ddp.r0" / "mllog.txt").read_text()
+    sizes = [json.loads(x.split(":::MLLOG ", 1)[1])["value"] for x in mllog.splitlines()
+             if '"key": "perfwatch_world_size"' in x]
+    assert sizes == [2]  # one rank per node, joined into one process group
+    assert best_accuracy(logdir / "ddp.r0" / "mllog.txt") >= 0.90

@@ -17,18 +17,24 @@ import sys
 from pathlib import Path
 from typing import Any
 
-RDZV_PORT = 29500
+RDZV_PORT = 29500  # + job id modulo RDZV_PORTS: two jobs sharing a first node do not collide
+RDZV_PORTS = 1000
 _RDZV_FLAGS = ("--standalone", "--node-rank", "--node_rank", "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id",
                "--rdzv_id", "--rdzv-backend", "--rdzv_backend", "--master-addr", "--master_addr",
                "--master-port", "--master_port")
 
 
 def first_node(nodelist: str) -> str:
-    """The allocation's first host name (`scontrol show hostnames` expands `node[01-04]`)."""
+    """The address of the allocation's first node (`scontrol show hostnames` expands `node[01-04]`;
+    its NodeAddr is what the other nodes can reach, usually the host name itself)."""
     done = subprocess.run(["scontrol", "show", "hostnames", nodelist], capture_output=True, text=True,
                           check=False, timeout=30)
     names = done.stdout.split()
-    return names[0] if done.returncode == 0 and names else nodelist.split(",")[0]
+    name = names[0] if done.returncode == 0 and names else nodelist.split(",")[0]
+    node = subprocess.run(["scontrol", "show", "node", "-o", name], capture_output=True, text=True,
+                          check=False, timeout=30)
+    addr = next((f.split("=", 1)[1] for f in node.stdout.split() if f.startswith("NodeAddr=")), "")
+    return addr or name
 
 
 def torchrun_for_allocation(argv: list[str], nnodes: int, endpoint: str, rdzv_id: str) -> list[str]:
@@ -58,7 +64,9 @@ def workload_argv(job: dict[str, Any], environ: dict[str, str]) -> list[str]:
     image = job.get("container_image")
     if job.get("launcher") == "torchrun" and nnodes > 1:
         master = first_node(environ.get("SLURM_JOB_NODELIST", "localhost"))
-        argv = torchrun_for_allocation(argv, nnodes, f"{master}:{RDZV_PORT}", f"slurm-{environ.get('SLURM_JOB_ID', '0')}")
+        job_id = environ.get("SLURM_JOB_ID", "0")
+        port = RDZV_PORT + (int(job_id) if job_id.isdigit() else 0) % RDZV_PORTS
+        argv = torchrun_for_allocation(argv, nnodes, f"{master}:{port}", f"slurm-{job_id}")
     if nnodes <= 1 and not image:
         return argv
     if image and argv and argv[0] == job.get("planned_python"):
