@@ -165,9 +165,10 @@ def test_launch_demo_with_backend_slurm_every_run_a_slurm_job(slurm, tmp_path: P
 
 
 def test_sigkill_perfwatch_then_control_and_attach_readopt_slurm_jobs(slurm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    gate = tmp_path / "gate"
+    gate, marker = tmp_path / "gate", tmp_path / "cleared.jsonl"
     path = campaign_file(tmp_path, f"""
         scheduler: {{backend: slurm, time_limit: 10m}}
+        cache_clear_cmd: [python, tests/workloads_fake/clear_cache.py, --marker, {marker}]
         defaults: {{target: {{value: 0.9}}}}
         jobs:
           - {{name: job, repeat: 2, cmd: [python, {FAKE}, --epochs, 10, --step, 0.05, --gate, {gate}]}}
@@ -217,6 +218,9 @@ def test_sigkill_perfwatch_then_control_and_attach_readopt_slurm_jobs(slurm, tmp
         assert final["job.r0"]["slurm_job_id"] == ids["job.r0"]  # re-adopted, not submitted again
         assert final["job.r1"]["slurm_job_id"] == new and final["job.r1"]["attempt"] == 2
         assert job_state(ids["job.r0"]) == "COMPLETED" and job_state(new) == "COMPLETED"
+        cleared = [json.loads(line)["run_id"] for line in marker.read_text().splitlines()]
+        assert sorted(cleared) == ["job.r0", "job.r1", "job.r1"]  # before every attempt, inside its job
+        assert final["job.r1"]["cache_clear"]["ok"] is True
     finally:
         gate.touch()
         if pw.poll() is None:
