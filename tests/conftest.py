@@ -11,6 +11,15 @@ DATA = Path(__file__).parent / "data"
 MLPERF_LOGS = DATA / "mlperf-logs"
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_user_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """perfwatch's user cache (the stored CPU peak, RCP verdicts) in a folder of this test session:
+    tests never read the developer's measured peak nor leave verdicts in ~/.cache."""
+    import os
+
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+
+
 @pytest.fixture(autouse=True)
 def _no_gpu_unless_marked(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """On a GPU machine the suite behaves as on CI: a test sees no GPU unless it is marked `gpu`.
