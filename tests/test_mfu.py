@@ -75,6 +75,8 @@ def test_mfu_from_a_log_that_names_an_h100_without_any_telemetry(tmp_path: Path,
     assert row["mfu"] == pytest.approx(0.25)
     assert row["peak_device"] == "H100 SXM"
     assert row["peak_used"].startswith("H100 SXM bf16 dense, datasheet") and "log" in row["peak_used"]
+    assert main(["report", str(tmp_path), "--no-cpu-peak"]) == 0  # the table says which peak, too
+    assert "MFU of bert.r0 against H100 SXM bf16 dense, datasheet" in capsys.readouterr().out
 
 
 def test_telemetry_refines_what_the_log_name_leaves_open(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

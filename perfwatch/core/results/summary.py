@@ -299,17 +299,27 @@ def render(report: Report, fmt: str) -> str:
         return (
             "## Runs\n\n" + _markdown(report.runs, RUN_COLUMNS)
             + "\n\n## Benchmarks\n\n" + _markdown(report.benchmarks, BENCH_COLUMNS)
-            + "\n\n" + "\n".join(f"- {line}" for line in ruleset_lines(report) + time_lines(report))
+            + "\n\n" + "\n".join(f"- {line}" for line in ruleset_lines(report) + peak_lines(report) + time_lines(report))
         )
     return "RUNS\n" + _table(report.runs, RUN_COLUMNS) + "\n\nBENCHMARKS (olympic time-to-train)\n" + _table(
         report.benchmarks, BENCH_COLUMNS
-    ) + "\n" + "\n".join(ruleset_lines(report) + time_lines(report))
+    ) + "\n" + "\n".join(ruleset_lines(report) + peak_lines(report) + time_lines(report))
 
 
 def time_lines(report: Report) -> list[str]:
     """Runs whose time-to-train cannot be right as logged (negative): scored, but said out loud."""
     return [f"{r['run_id']}: {f}" for r in report.runs for f in r.get("findings") or ()
             if "negative time-to-train" in f]
+
+
+def peak_lines(report: Report) -> list[str]:
+    """Which peak each MFU was measured against (measure/mfu.py says it), one line per distinct peak."""
+    by_peak: dict[str, list[str]] = {}
+    for r in report.runs:
+        if r.get("mfu") is not None and r.get("peak_used"):
+            by_peak.setdefault(str(r["peak_used"]), []).append(str(r["run_id"]))
+    return [f"MFU of {runs[0] if len(runs) == 1 else f'{len(runs)} runs'} against {peak}"
+            for peak, runs in by_peak.items()]
 
 
 def ruleset_lines(report: Report) -> list[str]:
