@@ -18,7 +18,6 @@ from perfwatch.core.measure.peaks import (
     parse_flops,
     peak_for,
     peak_for_sample,
-    peak_override,
 )
 from perfwatch.core.telemetry.fake import FakeGpu, FakeSampler
 
@@ -137,11 +136,22 @@ def test_campaign_peak_override() -> None:
         parse_flops("fast")
     with pytest.raises(ValueError):
         parse_flops(-1)
-    one = peak_override("400 TFLOP/s", "bf16")
-    assert one is not None and one.flops == pytest.approx(4e14) and one.device == "campaign"
-    per_dtype = {"bf16": 5e14, "fp32": "60T"}
-    assert peak_override(per_dtype, "fp32").flops == pytest.approx(6e13)  # type: ignore[union-attr]
-    assert peak_override(per_dtype, "fp8") is None
+    # the campaign's table as job_settings stores it: device pattern -> dtype -> FLOP/s ("*" = any)
+    from perfwatch.core.ingest.mllog import Event
+    from perfwatch.core.measure.mfu import resolve_peak
+    from perfwatch.core.model.run import Run
+
+    run = Run("r0")
+    run.apply([Event(0.0, "perfwatch_device", "NVIDIA H100 PCIe"), Event(0.0, "perfwatch_precision", "fp32")])
+    view = run.view()
+    one = resolve_peak(view, peak_flops={"*": {"*": parse_flops("400 TFLOP/s")}})
+    assert one.peak is not None and one.peak.flops == pytest.approx(4e14) and one.peak.device == "campaign"
+    per_dtype = resolve_peak(view, peak_flops={"*": {"bf16": 5e14, "fp32": parse_flops("60T")}})
+    assert per_dtype.peak is not None and per_dtype.peak.flops == pytest.approx(6e13)
+    by_device = resolve_peak(view, peak_flops={"A100": {"*": 1e12}, "h100 pcie": {"fp32": 5e13}})
+    assert by_device.peak is not None and by_device.peak.flops == pytest.approx(5e13)  # its own name, any case
+    fp8_only = resolve_peak(view, peak_flops={"*": {"fp8": 1e15}})  # no fp32 entry: the datasheet's (51 TFLOP/s)
+    assert fp8_only.peak is not None and fp8_only.peak.flops == pytest.approx(51e12)
 
 
 def test_cpu_peak_is_measured_once_then_cached(tmp_path: Path) -> None:

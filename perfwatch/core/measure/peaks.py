@@ -36,7 +36,7 @@ from perfwatch.core.telemetry.types import GpuSample
 
 __all__ = [
     "DTYPES", "GPU_MODELS", "GpuModel", "Identification", "PeakFlops", "cpu_peak", "gpu_peak",
-    "identify_gpu", "normalize_dtype", "parse_flops", "peak_for", "peak_for_sample", "peak_override",
+    "identify_gpu", "normalize_dtype", "parse_flops", "peak_for", "peak_for_sample",
 ]
 
 DTYPES = PEAK_DTYPES  # the table's columns: what a campaign's peak_flops may name
@@ -257,18 +257,6 @@ def peak_for(
     if peak is None:
         return None, f"{ident.model.label} has no {dtype} peak (no such hardware path)"
     return peak, ident.evidence
-
-
-# ---- user override ---------------------------------------------------------------
-def peak_override(value: float | int | str | Mapping[str, Any], dtype: str) -> PeakFlops | None:
-    """The campaign's `peak_flops`: one number for every dtype, or a {dtype: number} mapping."""
-    if isinstance(value, Mapping):
-        if dtype not in value:
-            return None
-        raw = value[dtype]
-    else:
-        raw = value
-    return PeakFlops("campaign", dtype, parse_flops(raw), "campaign peak_flops")
 
 
 # ---- CPU: measured ---------------------------------------------------------------
