@@ -27,7 +27,7 @@ from perfwatch.core.measure.peaks import PeakFlops, cpu_model
 
 BUSY_PERCENT = 20.0  # CPU use (all cores) above which a measurement is refused
 TRIES = 5
-CACHE_NAME = "cpu_peak.json"
+CACHE_NAME = peaks.CPU_PEAK_CACHE
 
 
 @dataclass(frozen=True, slots=True)

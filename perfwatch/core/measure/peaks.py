@@ -41,6 +41,7 @@ __all__ = [
 
 DTYPES = PEAK_DTYPES  # the table's columns: what a campaign's peak_flops may name
 GIB = 1024**3
+CPU_PEAK_CACHE = "cpu_peak.json"  # in the user's cache folder (cache_dir()), never in a LOGDIR
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +317,7 @@ def cpu_peak(
     n_threads = threads or torch.get_num_threads()
     model = cpu_model()
     key = f"{model}|threads={n_threads}|torch={torch.__version__}|{dtype}"
-    path = (cache or cache_dir()) / "cpu_peak.json"
+    path = (cache or cache_dir()) / CPU_PEAK_CACHE
     table: dict[str, Any] = {}
     try:
         loaded = json.loads(path.read_text())
