@@ -10,14 +10,14 @@ rows out.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
-from perfwatch.core.mlperf.rcp import project, required_runs
+from perfwatch.core.mlperf.rcp import not_applicable, required_runs
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.comparison import Side, compare, sides
-from perfwatch.core.results.summary import group_of, group_ruleset
+from perfwatch.core.results.live_rcp import group_projection
+from perfwatch.core.results.summary import group_of
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,21 +43,17 @@ def runs_needed(benchmark: str | None) -> int | None:
 
 
 def rcp_projection(members: list[RunView], benchmark: str | None) -> str:
-    """Where the group's RCP verdict is heading from its finished runs (mlperf/rcp.py), one line."""
-    ruleset, _why = group_ruleset(members)
-    division = next((v.division for v in members if v.division), "closed")
-    finished = tuple(sorted(v.path for v in members if v.phase == "stopped" and v.path))
-    return _projection(finished, benchmark, ruleset, division)
-
-
-@functools.lru_cache(maxsize=256)
-def _projection(finished: tuple[str, ...], benchmark: str | None, ruleset: str | None, division: str) -> str:
-    """Cached by the finished runs: a live view asks again every few seconds, the answer changes only
-    when a run finishes (reading the logs again costs about a second)."""
+    """Where the group's RCP verdict is heading from its finished runs (`live_rcp`), one line; why not."""
+    ruleset = next((v.ruleset for v in members if v.ruleset), None)
+    division = next((v.division for v in members if v.division), None)
+    why = not_applicable(benchmark, ruleset, division)
+    if why is not None:
+        return f"n/a ({why})"
     try:
-        return project(list(finished), benchmark, ruleset, division).text.removeprefix("RCP: ")
+        projection = group_projection(members)
     except Exception as exc:  # mlperf_logging could not judge these files: say so, keep the view
         return f"n/a ({exc})"
+    return projection.text.removeprefix("RCP: ") if projection is not None else "waiting for a finished run"
 
 
 def group_runs(views: Iterable[RunView]) -> dict[str, list[RunView]]:
