@@ -8,11 +8,13 @@ lower is better), not the ones perfwatch resolves.
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.mllog import Event
-from perfwatch.core.measure.eta import Eta, predict, progress
+from perfwatch.core.measure.eta import Eta, eta_to_target, predict, progress
+from perfwatch.core.mlperf.targets import Target
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import Run
 
@@ -27,7 +29,7 @@ def _book(root: Path) -> RunBook:
 
 
 def test_eta_from_half_a_run_lands_within_its_uncertainty(mlperf_logs):
-    bounded_in = bounded = lower_held = lower = wrong_verdict = 0
+    bounded_in = bounded = lower_held = lower = wrong_verdict = with_rcp = 0
     runs = 0
     for view in _book(mlperf_logs).views():
         target, higher = OFFICIAL[view.benchmark]
@@ -39,11 +41,16 @@ def test_eta_from_half_a_run_lands_within_its_uncertainty(mlperf_logs):
         real = reached.time_ms - view.run_start_ms
         half = view.evals[: max(len(view.evals) // 2, 4)]
         assert all(sign * e.value < sign * target for e in half)
-        eta = predict(half, target, higher, view.run_start_ms)
+        # the run as it looked halfway: running, its target not reached yet
+        live = dataclasses.replace(view, phase="running", run_status=None, target_reached=False,
+                                   target=Target(view.target.key if view.target else "eval_accuracy", target,
+                                                 higher, "MLPerf training rules"))
+        eta = eta_to_target(live, half)
         if eta.status != "converging":
             wrong_verdict += 1  # every one of these runs did converge
             continue
         assert eta.at_ms is not None and eta.at_ms > half[-1].time_ms - view.run_start_ms
+        with_rcp += "RCP" in eta.reason
         if eta.plus_minus_ms is None:  # "≥": a lower bound
             lower += 1
             lower_held += real >= eta.at_ms - 1000.0  # evals are logged to the millisecond, times rounded
@@ -52,11 +59,12 @@ def test_eta_from_half_a_run_lands_within_its_uncertainty(mlperf_logs):
             bounded_in += abs(real - eta.at_ms) <= eta.plus_minus_ms
     landed = bounded_in + lower_held
     print(f"\nETA from the first half of {runs} real runs: {landed} within their stated uncertainty "
-          f"({bounded_in} of {bounded} '≈ ±' estimates, {lower_held} of {lower} '≥' lower bounds); "
-          f"{wrong_verdict} said 'not converging'")
+          f"({bounded_in} of {bounded} '≈ ±' estimates, {with_rcp} of them bounded by the RCP prior; "
+          f"{lower_held} of {lower} '≥' lower bounds); {wrong_verdict} said 'not converging'")
     assert runs == 34
     assert wrong_verdict == 0
     assert landed >= 0.75 * runs
+    assert bounded >= 14 and bounded_in >= 0.75 * bounded  # resnet and llama (closed division): bounded
 
 
 def _points(values, step_ms=60_000.0):

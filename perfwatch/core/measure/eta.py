@@ -14,14 +14,17 @@ line (believed up to twice the progress so far). The crossings are rounded up to
 (the log only says "reached" at an eval) and turned into times with the run's recent time per unit
 of progress. Their range is the estimate, "≈ 3:20 ±0:40" (never tighter than one eval interval);
 when some curve that fits as well never reaches the target the earliest crossing is only a lower
-bound, "≥ 16:00"; when no curve and no trend reaches it, "not converging". Pure Python, a few ms
-per fit; the engine refits only when a new eval arrives.
+bound, "≥ 16:00"; when no curve and no trend reaches it, "not converging". For a closed-division
+MLPerf run the RCP's epochs (samples) to converge for its batch size, mean ± 2 sd, close such a lower
+bound (the "RCP mean epochs as a prior"). Pure Python, a few ms per fit; the engine refits only when a
+new eval arrives (the RCP tables are read once per benchmark and batch size).
 
 One computation for every front end: the TUI, `--headless` and `report` call `eta_to_target`.
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -185,8 +188,12 @@ def _ms_per_unit(xs: Sequence[float], ts: Sequence[float]) -> float | None:
     return slope if slope > 0 else None
 
 
-def eta_to_target(view: RunView, evals: Sequence[EvalPoint] | None = None) -> Eta:
-    """The ETA of `view`'s run to its target (`evals` overrides the run's evals, for tests)."""
+def eta_to_target(view: RunView, evals: Sequence[EvalPoint] | None = None, *, prior: bool = True) -> Eta:
+    """The ETA of `view`'s run to its target (`evals` overrides the run's evals, for tests).
+
+    For a closed-division MLPerf run whose ruleset has an RCP for its benchmark and batch size, the
+    RCP's epochs (samples) to converge, mean ± 2 standard deviations, bound the estimate where the
+    curve alone only gives a lower bound (`prior=False`: the curve alone)."""
     target = view.target
     if target is None:
         return Eta("no_target", reason="no target for this run")
@@ -196,7 +203,59 @@ def eta_to_target(view: RunView, evals: Sequence[EvalPoint] | None = None) -> Et
         return Eta("stopped", reason="the run stopped before its target")
     points = list(evals if evals is not None else view.evals)
     start = view.run_start_ms if view.run_start_ms is not None else (points[0].time_ms if points else 0.0)
-    return predict(points, target.value, target.higher_is_better, start)
+    eta = predict(points, target.value, target.higher_is_better, start)
+    rcp = rcp_prior(view) if prior and eta.status == "converging" and eta.plus_minus_ms is None else None
+    return _bounded_by(eta, rcp, points, start) if rcp is not None else eta
+
+
+def rcp_prior(view: RunView) -> tuple[float, float, str] | None:
+    """(mean, standard deviation, unit) of the RCP's epochs (or samples) to converge for this run's
+    benchmark, ruleset and global batch size, as mlperf_logging's RCP checker picks the record
+    (found, interpolated, or the smallest batch size); None where no RCP applies."""
+    from perfwatch.core.mlperf import rcp
+
+    if rcp.not_applicable(view.benchmark, view.ruleset, view.division) is not None or not view.global_batch_size:
+        return None
+    return _rcp_record(str(view.benchmark), str(view.ruleset), int(view.global_batch_size))
+
+
+@functools.lru_cache(maxsize=32)
+def _rcp_record(benchmark: str, ruleset: str, batch: int) -> tuple[float, float, str] | None:
+    from perfwatch.core.mlperf import rcp
+
+    try:
+        from mlperf_logging.rcp_checker import rcp_checker as rc
+
+        with rcp._quiet():
+            checker = rc.RCP_Checker(rcp.USAGE, ruleset, benchmark, False)
+            record, _how = rcp._record(checker, batch)
+    except Exception:  # no RCP data, or a checker that cannot read it: no prior
+        return None
+    if record is None:
+        return None
+    return float(record["RCP Mean"]), float(record["RCP Stdev"]), rcp._unit(benchmark)
+
+
+def _bounded_by(eta: Eta, prior: tuple[float, float, str], points: Sequence[EvalPoint], start: float) -> Eta:
+    """A lower bound from the curve, closed by the RCP prior where the two agree."""
+    mean, std, unit = prior
+    xs = [p.samples if unit == "samples" else p.epoch for p in points]
+    if any(x is None for x in xs) or eta.at_ms is None:
+        return eta
+    ts = [p.time_ms - start for p in points]
+    rate = _ms_per_unit([float(x) for x in xs], ts)  # type: ignore[arg-type]
+    if rate is None:
+        return eta
+    last_x, last_t = float(xs[-1]), ts[-1]  # type: ignore[arg-type]
+    lo_ms = last_t + (mean - 2 * std - last_x) * rate
+    hi_ms = last_t + (mean + 2 * std - last_x) * rate
+    if hi_ms < eta.at_ms:
+        return eta  # the run is already slower than the RCP allows for: the curve's bound stands
+    lo_ms = max(lo_ms, eta.at_ms)
+    step = _median([b - a for a, b in zip(ts, ts[1:], strict=False)]) or 0.0
+    half = max((hi_ms - lo_ms) / 2, step)
+    return Eta("converging", at_ms=(lo_ms + hi_ms) / 2, plus_minus_ms=half, plateau=eta.plateau,
+               reason=f"with the RCP: {mean:.4g} ± {std:.2g} {unit} to converge")
 
 
 def predict(points: Sequence[EvalPoint], target: float, higher_is_better: bool, start_ms: float) -> Eta:
