@@ -179,3 +179,33 @@ async def test_mfu_from_logged_flops_and_the_gpu_telemetry_sees(tmp_path):
         expected = 2.0e10 * 1000.0 / peak.flops
         cell = f"{expected * 100:.1f}%" if expected < 0.1 else f"{expected * 100:.0f}%"
         await until(pilot, lambda: cell in screen_text(app), f"MFU {cell}")
+
+
+async def test_eta_to_target_shows_in_the_table_and_the_detail(tmp_path):
+    import math
+
+    def evals(values, start=0):
+        return "".join(mllog("eval_accuracy", v, 60_000 * (k + 1), epoch_num=k + 1)
+                       for k, v in enumerate(values) if k >= start)
+
+    closing = [0.8 - 0.5 * math.exp(-0.35 * k) for k in range(1, 7)]  # reaches 0.759 at epoch 8
+    flat = [0.30, 0.50, 0.60, 0.65, 0.67, 0.68, 0.685, 0.687, 0.688, 0.688]  # levels off at 0.688
+    head = mllog("submission_benchmark", "resnet", 0) + mllog("run_start", None, 0)
+    (tmp_path / "closing.txt").write_text(head + evals(closing))
+    (tmp_path / "flat.txt").write_text(head + evals(flat))
+    app = attach_app(tmp_path, theme="dark")
+    async with app.run_test(size=(140, 40)) as pilot:
+        await until(pilot, lambda: len(table(app).visible_ids) == 2, "both runs")
+        await until(pilot, lambda: "not converging" in screen_text(app), "the flat run's verdict")
+        row = next(line for line in screen_text(app).splitlines() if line.startswith("closing"))
+        assert "≈" in row and "±" in row  # time left with its uncertainty, never "ETA 0" or "100%"
+        assert "%" not in row  # no budget in the log: no percentage
+        table(app).select("closing")
+        await until(pilot, lambda: "ETA ≈" in screen_text(app), "the ETA in the detail pane")
+        assert "from the target" in screen_text(app)
+        with (tmp_path / "closing.txt").open("a") as fh:  # two more evals: the target is reached
+            fh.write(mllog("eval_accuracy", 0.755, 7 * 60_000, epoch_num=7))
+            fh.write(mllog("eval_accuracy", 0.762, 8 * 60_000, epoch_num=8))
+        await until(pilot, lambda: "0.762/0.759 ✓" in screen_text(app), "the target reached")
+        row = next(line for line in screen_text(app).splitlines() if line.startswith("closing"))
+        assert "≈" not in row and "reached" in row

@@ -33,7 +33,7 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("mfu", "MFU", 6),
     ("eval", "eval/target", 16),
     ("time", "ttt/elapsed", 11),
-    ("eta", "ETA", 12),
+    ("eta", "ETA", 14),
 )
 NARROW_HIDE = ("tp_avg", "mfu", "eta")  # dropped first when the terminal is narrow
 STATUS_CLASSES = ("queued", "running", "paused", "reached", "done", "failed", "stalled")
