@@ -76,3 +76,18 @@ async def test_a_user_theme_from_the_config_dir_is_offered(tmp_path, mlperf_logs
         assert app.theme_variables["status-running"].upper() == "#268BD2"
         assert "broken" not in app._themes
         await until(pilot, lambda: "broken.toml" in screen_text(app), "the broken theme named")
+
+
+async def test_palette_on_another_screen_offers_only_global_actions(mlperf_logs):
+    app = attach_app(mlperf_logs, theme="dark")
+    async with app.run_test(size=(110, 40)) as pilot:
+        await until(pilot, lambda: len(table(app).visible_ids) == 35, "35 runs")
+        await pilot.press("g", "ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the command palette")
+        await pilot.press(*"next theme")
+        await until(pilot, lambda: "next theme" in screen_text(app), "a global action")
+        for _ in range(len("next theme")):
+            await pilot.press("backspace")
+        await pilot.press(*"filter runs")
+        await pilot.pause(0.3)
+        assert "filter runs by id or state" not in screen_text(app)  # a main-screen action: not here

@@ -13,6 +13,7 @@ from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.dom import DOMNode
 
 from perfwatch.ui import actions
+from perfwatch.ui.screens.main import MainScreen
 
 
 class ActionCommands(Provider):
@@ -21,6 +22,8 @@ class ActionCommands(Provider):
     def _available(self) -> list[tuple[actions.UiAction, str, Callable[[], object]]]:
         out: list[tuple[actions.UiAction, str, Callable[[], object]]] = []
         for a in actions.ACTIONS:
+            if a.scope == "main" and not isinstance(self.screen, MainScreen):
+                continue  # the run keys belong to the main screen, not to the compare or campaign view
             node: DOMNode = self.app if a.scope == "app" else self.screen
             if node.check_action(a.action, ()) is not True:
                 continue
