@@ -168,8 +168,7 @@ class SlurmCluster:
             while time.monotonic() < deadline and self._run(["squeue", "-h", "-o", "%i"]).stdout.strip():
                 time.sleep(0.2)
         slurmds = ["slurmd.pid"] if self.nodes == 1 else [f"slurmd-{n}.pid" for n in self.node_names()]
-        for pidfile in (*slurmds, "slurmctld.pid", "munge/munged.pid"):
-            _terminate(self.root / pidfile)
+        _terminate([self.root / f for f in (*slurmds, "slurmctld.pid", "munge/munged.pid")])
 
     def reap_after(self, pid: int) -> subprocess.Popen[bytes]:
         """A detached watcher that stops this cluster (and removes its folder) once `pid` has ended."""
@@ -193,21 +192,31 @@ def _reap(root: Path, nodes: int, pid: int) -> int:
     return 0
 
 
-def _terminate(pidfile: Path, wait: float = 10.0) -> None:
-    try:
-        pid = int(pidfile.read_text().strip())
-        os.kill(pid, signal.SIGTERM)
-    except (OSError, ValueError):
-        return
-    deadline = time.monotonic() + wait
-    while time.monotonic() < deadline:
+def _terminate(pidfiles: list[Path], wait: float = 10.0) -> None:
+    """SIGTERM every daemon at once (each takes ~2 s to exit), wait for all, SIGKILL what is left."""
+    pids = []
+    for pidfile in pidfiles:
         try:
-            os.kill(pid, 0)
-        except OSError:
-            return
+            pid = int(pidfile.read_text().strip())
+            os.kill(pid, signal.SIGTERM)
+            pids.append(pid)
+        except (OSError, ValueError):
+            continue
+    deadline = time.monotonic() + wait
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if _alive(p)]
         time.sleep(0.05)
-    with contextlib.suppress(OSError):
-        os.kill(pid, signal.SIGKILL)
+    for pid in pids:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError:
+        return False
+    return True
 
 
 def main(argv: list[str]) -> int:
