@@ -93,3 +93,20 @@ def test_a_requests_symlink_never_makes_the_owner_delete_files_elsewhere(tmp_pat
     out = attach(logdir)
     assert out.returncode == 0 and "all runs succeeded" in out.stdout, out.stdout + out.stderr
     assert (elsewhere / "settings.json").exists()  # neither read as a request nor deleted
+
+
+BROKEN = {
+    "runs that are not mappings": lambda p: p.update(runs=[1, 2]),
+    "attempt of the wrong type": lambda p: p["runs"][0].update(attempt="x"),
+    "no cwd": lambda p: p["runs"][0].pop("cwd"),
+    "empty argv": lambda p: p["runs"][0].update(argv=[]),
+    "max_parallel below 1": lambda p: p.update(max_parallel=-5),  # was: waited forever, nothing started
+}
+
+
+def test_broken_registries_are_refused_with_the_reason(tmp_path: Path) -> None:
+    for i, (what, edit) in enumerate(BROKEN.items()):
+        (tmp_path / str(i)).mkdir()
+        out = attach(signed_logdir(tmp_path / str(i), edit))
+        assert out.returncode == 2 and "perfwatch.json: " in out.stderr, (what, out.stderr)
+        assert "Traceback" not in out.stderr, (what, out.stderr)

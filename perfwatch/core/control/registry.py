@@ -291,9 +291,12 @@ def _strings(value: object, what: str, out: list[str], *, allow_empty: bool = Fa
 
 
 def content_problems(data: dict[str, Any]) -> list[str]:
-    """What in a registry a scheduler must not act on (run ids, argv, env, cwd)."""
+    """What in a registry a scheduler must not act on (run ids, argv, env, cwd, concurrency)."""
     out: list[str] = []
     seen: set[str] = set()
+    mp = data.get("max_parallel")
+    if mp is not None and (not isinstance(mp, int) or isinstance(mp, bool) or mp < 1):
+        out.append(f"max_parallel {mp!r} is not a number of runs >= 1 (nothing would ever start)")
     for i, rec in enumerate(data["runs"]):
         if not isinstance(rec, dict):
             out.append(f"runs[{i}] is not a mapping")
