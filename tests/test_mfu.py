@@ -161,3 +161,25 @@ def test_the_live_view_shows_the_mfu_report_gives(tmp_path: Path, capsys: pytest
     # the campaign's FLOPs per sample (what the TUI reads from perfwatch.json) win there too
     assert mfu_for(view, None, None, Overrides(flops_per_sample=9.895e11)) == pytest.approx(
         RATE * 9.895e11 / (2 * H100_SXM_BF16))
+
+
+def test_a_cpu_run_says_which_stored_peak_it_used(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from perfwatch.core.measure import peaks
+    from perfwatch.core.measure.mfu import forget_cached_cpu_peaks
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    forget_cached_cpu_peaks()
+    peaks.cpu_peak("fp32", threads=2, measure=lambda _d, _t: 2e11)  # as `perfwatch peak --measure` stores it
+    run = tmp_path / "logs" / "mlp.r0"
+    run.mkdir(parents=True)
+    text = log_lines("cpu", 1e8).replace('"perfwatch_precision", "value": "bf16"', '"perfwatch_precision", "value": "fp32"')
+    text = text.replace('"perfwatch_device_count", "value": 2', '"perfwatch_threads", "value": 2')
+    (run / "mllog.txt").write_text(text)
+    capsys.readouterr()
+    assert main(["report", str(tmp_path / "logs"), "--format", "json"]) == 0
+    row = json.loads(capsys.readouterr().out)["runs"][0]
+    assert row["peak_used"].startswith("measured CPU peak, 2 threads, fp32, cached 20")
+    # 1000 samples/s x 1e8 FLOPs over 2 processes x 200 GFLOP/s
+    assert row["mfu"] == pytest.approx(1000 * 1e8 / (2 * 2e11))
+    forget_cached_cpu_peaks()

@@ -184,7 +184,8 @@ def _cpu(dtype: str, threads: int | None, policy: CpuPeakPolicy) -> tuple[PeakFl
         return None, None, "this host's CPU peak was never measured (`perfwatch peak --measure` stores it)"
     n = threads or peak.device.rpartition(" x ")[2].split(" ")[0]
     when = time.strftime(" %Y-%m-%d %H:%M", time.localtime(peak.measured_at)) if peak.measured_at else ""
-    return peak, f"measured CPU peak, {n} threads, {dtype}, cached{when}", None
+    how = peak.source.partition(": ")[2]  # "torch fp32 matmul, best of 5[, CPUs 35% busy then]"
+    return peak, f"measured CPU peak, {n} threads, {dtype}, cached{when}" + (f" ({how})" if how else ""), None
 
 
 def peak_from_telemetry(records: Sequence[Mapping[str, Any]], dtype: str) -> tuple[PeakFlops | None, str]:
