@@ -176,8 +176,10 @@ class MainScreen(Screen[None]):
             self._detail_dirty = True
         for err in update.errors:
             self.notify(err.message, title=f"perfwatch: {err.source}", severity="error", timeout=10)
-        if self._selected is not None and self._selected in update.changed:
-            self.refresh_bindings()  # its state may have changed what applies
+        rid = self._selected
+        if rid is not None and rid in update.changed and old is not None and old.procs.get(rid) != snap.procs.get(rid):
+            self.refresh_bindings()  # its process state changed what applies (not its log lines: the
+            # footer is recomposed on every refresh_bindings, far too costly at the rate lines arrive)
 
     def _mark(self, run_ids: Iterable[str]) -> None:
         self._dirty.update(run_ids)
