@@ -110,8 +110,8 @@ def test_slurm_runs_pause_resume_stop_kill_restart_start_now(slurm, tmp_path: Pa
 
         deaf_out = tmp_path / "logdir/deaf.r0/output.log"
         assert wait_for(lambda: deaf_out.exists() and "waiting forever" in deaf_out.read_text(), timeout=60, tick=s.poll)
-        s.poll()
-        assert s.runs["deaf.r0"].state is RunState.RUNNING
+        # squeue is asked at most every REFRESH_EVERY s: the run shows running by the next refresh
+        assert wait_for(lambda: s.runs["deaf.r0"].state is RunState.RUNNING, timeout=10, tick=s.poll)
         s.stop("deaf.r0")  # ignores SIGTERM: after the 3 s grace, scancel --signal=KILL
         assert wait_for(lambda: s.runs["deaf.r0"].state.terminal, timeout=40, tick=s.poll)
         assert s.runs["deaf.r0"].state is RunState.STOPPED
