@@ -47,6 +47,20 @@ def test_grid_repeats_seeds_and_readable_ids(tmp_path: Path) -> None:
     assert c.baseline == "mlp.bs32"
 
 
+def test_exponent_numbers_without_a_dot_or_sign_are_numbers(tmp_path: Path) -> None:
+    # YAML 1.1 reads 9.895e11 as a string; users write it so (and YAML 1.2 says it is a float)
+    c = load(tmp_path, f"""
+        jobs:
+          - name: mlp
+            cmd: [python, {FAKE}]
+            flops_per_sample: 9.895e11
+            args: {{--lr: 1e-3, --tag: "1e5"}}
+        """)
+    r = c.runs[0]
+    assert r.flops_per_sample == 989_500_000_000.0
+    assert list(r.argv[2:]) == ["--lr", "0.001", "--tag", "1e5"]  # quoted stays a string
+
+
 def test_explicit_seeds_set_repeat_and_two_axis_ids(tmp_path: Path) -> None:
     c = load(tmp_path, f"""
         jobs:

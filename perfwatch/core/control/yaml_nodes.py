@@ -213,6 +213,21 @@ class Y:
         return seconds or None
 
 
+class CampaignLoader(yaml.SafeLoader):
+    """SafeLoader that also reads YAML 1.2 floats such as `9.895e11` or `1e12` as numbers.
+
+    YAML 1.1 (PyYAML) wants a dot and a signed exponent, so `9.895e11` would be the string
+    "9.895e11" and `flops_per_sample: 9.895e11` would be refused as "expected a number".
+    """
+
+
+CampaignLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float",
+    re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."),
+)
+
+
 def load(path: Path) -> Y:
     """Compose the file into nodes; YAML syntax errors become CampaignErrors with a line."""
     name = str(path)
@@ -223,7 +238,7 @@ def load(path: Path) -> Y:
     except (OSError, UnicodeDecodeError) as exc:
         raise CampaignError(name, 0, "", f"cannot read: {exc}") from None
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        node = yaml.compose(text, Loader=CampaignLoader)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark else 0
