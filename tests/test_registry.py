@@ -11,6 +11,7 @@ import msgspec
 from perfwatch.core.control import registry
 from perfwatch.core.control.campaign import Launcher, RunSpec
 from perfwatch.core.control.controller import ClientController, RunState
+from perfwatch.core.mlperf.rulesets import StandsFor
 from perfwatch.core.mlperf.targets import Target
 
 # perfwatch.json as perfwatch wrote it before the registry was typed (format 1, plain dict; no
@@ -76,7 +77,7 @@ def test_every_planned_field_survives_perfwatch_json() -> None:
         "exit_at_target": True, "isolate": "per_device", "flops_per_sample": 3e9,
         "launcher": Launcher("torchrun", 2, 1, 0, None, "c10d"), "grid": {"--lr": 0.1},
         "cache_clear_cmd": ("sync",), "cache_clear_timeout": 5.0, "devices_note": "auto: 2 GPUs",
-        "peak_flops": {"*": {"bf16": 1e15}},
+        "peak_flops": {"*": {"bf16": 1e15}}, "mlperf": StandsFor("bert", "4.0.0", "closed"),
     }
     assert set(values) == {f.name for f in dataclasses.fields(RunSpec)}, "give the new RunSpec field a value here"
     spec = RunSpec(**values)  # type: ignore[arg-type]

@@ -68,6 +68,8 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
             limits.append(f"stall {r.stall_after:g}s")
         if r.target:
             limits.append(("exit at " if r.exit_at_target else "target ") + r.target.describe())
+        if r.mlperf:
+            limits.append(f"stands for {r.mlperf.describe()}")
         print(f"  {r.run_id:<26} {', '.join(limits)}")
         if r.cache_clear_cmd:
             limit = f" (timeout {r.cache_clear_timeout:g}s)" if r.cache_clear_timeout else ""

@@ -7,6 +7,7 @@ is rejected whole with `file:line: field: message`.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import re
 import shutil
@@ -29,6 +30,7 @@ from perfwatch.core.control.job_settings import (
     settings,
 )
 from perfwatch.core.control.yaml_nodes import CampaignError, Y, load
+from perfwatch.core.mlperf.rulesets import StandsFor
 from perfwatch.core.mlperf.targets import Target
 
 __all__ = ["Campaign", "CampaignError", "Launcher", "RunSpec", "load_campaign"]
@@ -87,6 +89,7 @@ class RunSpec:
     devices_note: str | None = None  # how `devices: auto` was resolved, for the plan
     # the campaign's peak for MFU: {device name pattern or "*": {dtype or "*": FLOP/s}} (job_settings.peak_flops)
     peak_flops: dict[str, dict[str, float]] | None = None
+    mlperf: StandsFor | None = None  # the MLPerf benchmark the job stands for (job key `mlperf`)
 
 
 @dataclass(frozen=True)
@@ -255,7 +258,7 @@ def _unique_ids(y: Y, groups: dict[str, tuple[tuple[str, Any], ...]],
 
 
 def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[int, ...],
-              budget: int = MAX_RUNS, *, slurm: bool = False) -> list[RunSpec]:
+              budget: int = MAX_RUNS, *, slurm: bool = False, division: str | None = None) -> list[RunSpec]:
     m = y.mapping(JOB_KEYS)
     if "name" not in m:
         raise y.error("missing key 'name'")
@@ -267,6 +270,8 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
     items = argv_list(m["cmd"], "[python, train.py]")
     cmd = [it.string() for it in items]
     s = settings({k: v for k, v in m.items() if k in SETTING_KEYS}, defaults)
+    if s.mlperf is not None and not s.mlperf_division_set and division:
+        s.mlperf = dataclasses.replace(s.mlperf, division=division)  # the campaign's system.division
     cwd = (base / s.cwd).resolve() if s.cwd else base
     if s.cwd and not cwd.is_dir():
         raise m["cwd"].error(f"no such directory: {cwd}")
@@ -323,7 +328,7 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
                 target=s.target, exit_at_target=s.exit_at_target, isolate=s.isolate,
                 flops_per_sample=s.flops_per_sample, launcher=launcher, grid=grid,
                 cache_clear_cmd=clear, cache_clear_timeout=s.cache_clear_timeout, devices_note=devices_note,
-                peak_flops=s.peak_flops,
+                peak_flops=s.peak_flops, mlperf=s.mlperf,
             ))
     return runs
 
@@ -390,7 +395,8 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
     runs: list[RunSpec] = []
     seen_jobs: dict[str, Y] = {}
     for jy in jobs:
-        job_runs = _job_runs(jy, defaults, name, base, gpus, MAX_RUNS - len(runs), slurm=where.backend == "slurm")
+        job_runs = _job_runs(jy, defaults, name, base, gpus, MAX_RUNS - len(runs), slurm=where.backend == "slurm",
+                             division=system.get("division"))
         jname = job_runs[0].job if job_runs else ""
         if jname in seen_jobs:
             ny = jy.mapping()["name"]

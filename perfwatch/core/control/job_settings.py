@@ -12,16 +12,18 @@ from dataclasses import dataclass, field
 
 from perfwatch.core.control.peak_values import ANY, PEAK_DTYPES, parse_flops
 from perfwatch.core.control.yaml_nodes import Y
-from perfwatch.core.mlperf.targets import Target
+from perfwatch.core.mlperf.rulesets import StandsFor, UnknownBenchmark, UnknownRuleset, stands_for
+from perfwatch.core.mlperf.targets import Target, training_rulesets
 
 SETTING_KEYS = (
     "benchmark", "repeat", "seed", "seeds", "env", "cwd", "target", "exit_at_target", "timeout",
     "stall_after", "devices", "precision", "flops_per_sample", "threads", "isolate", "grace",
-    "cache_clear_cmd", "cache_clear_timeout", "peak_flops",
+    "cache_clear_cmd", "cache_clear_timeout", "peak_flops", "mlperf",
 )
 CACHE_CLEAR_KEYS = ("cache_clear_cmd", "cache_clear_timeout")  # also allowed at the top level
 CACHE_CLEAR_TIMEOUT = 60.0
 TARGET_KEYS = ("key", "value", "higher_is_better")
+MLPERF_KEYS = ("benchmark", "ruleset", "division")
 RUN_FIELDS = ("seed", "index", "run_id", "name", "job")
 PRECISIONS = ("fp32", "fp16", "bf16", "amp", "tf32", "fp8")
 ISOLATE = ("none", "per_device")
@@ -61,6 +63,8 @@ class Settings:
     cache_clear_y: Y | None = None
     cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
     peak_flops: dict[str, dict[str, float]] | None = None  # {device pattern | "*": {dtype | "*": FLOP/s}}
+    mlperf: StandsFor | None = None  # the MLPerf benchmark the job stands for (validated)
+    mlperf_division_set: bool = False  # False: the campaign's system.division (else closed) applies
 
     def copy(self) -> Settings:
         return Settings(**{**self.__dict__, "env": dict(self.env)})
@@ -183,6 +187,8 @@ def settings(m: dict[str, Y], base: Settings) -> Settings:
             if p not in PRECISIONS:
                 raise y.error(f"expected one of {', '.join(PRECISIONS)}, got {p!r}")
             s.precision = p
+        elif key == "mlperf":
+            s.mlperf, s.mlperf_division_set = (None, False) if y.is_null() else mlperf(y)
         elif key == "peak_flops":
             s.peak_flops = None if y.is_null() else peak_flops(y)
         elif key == "flops_per_sample":
@@ -195,6 +201,35 @@ def settings(m: dict[str, Y], base: Settings) -> Settings:
                 raise y.error(f"expected one of {', '.join(ISOLATE)}, got {iso!r}")
             s.isolate = iso
     return s
+
+
+def mlperf(y: Y) -> tuple[StandsFor, bool]:
+    """`mlperf: {benchmark: bert, ruleset: 4.0.0, division: closed}` (or `mlperf: bert`): the MLPerf
+    Training benchmark the job stands for, checked against the benchmark lists and rule folders
+    mlperf_logging ships. Without `ruleset`: the newest that lists the benchmark. Returns it and
+    whether `division` was given (if not, the campaign's `system.division`, else closed, applies)."""
+    if y.shape == "scalar":
+        m = {"benchmark": y}
+    else:
+        m = y.mapping(MLPERF_KEYS)
+        if "benchmark" not in m:
+            raise y.error("missing key 'benchmark' (the MLPerf Training benchmark the job stands for, e.g. bert)")
+    bench = m["benchmark"].string()
+    division = "closed"
+    if "division" in m:
+        division = m["division"].string()
+        if division not in ("open", "closed"):
+            raise m["division"].error(f"expected 'open' or 'closed', got {division!r}")
+    ruleset = m["ruleset"].text() if "ruleset" in m else None
+    if "ruleset" in m and (ruleset is None or m["ruleset"].is_null() or m["ruleset"].shape != "scalar"):
+        raise m["ruleset"].expected("an MLPerf Training ruleset such as 4.0.0")
+    try:
+        return stands_for(bench, ruleset, division), "division" in m
+    except UnknownRuleset:
+        raise m["ruleset"].error(f"unknown MLPerf Training ruleset {ruleset!r}; mlperf_logging knows "
+                                 f"{', '.join(training_rulesets())}") from None
+    except UnknownBenchmark as exc:
+        raise m["benchmark"].error(str(exc)) from None
 
 
 # ---- peak_flops: the MFU denominator a campaign may set ---------------------------------------------------

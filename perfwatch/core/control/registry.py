@@ -36,6 +36,7 @@ from perfwatch.core.control.paths import run_id_problem
 from perfwatch.core.control.states import RunState
 from perfwatch.core.ingest.discover import open_regular
 from perfwatch.core.layout import LOCK_FILE, REGISTRY_FILE, write_json_atomic
+from perfwatch.core.mlperf.rulesets import StandsFor
 from perfwatch.core.mlperf.targets import Target
 
 FORMAT = 1
@@ -103,6 +104,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
     cache_clear_cmd: list[str] | None = None
     cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
     devices_note: str | None = None
+    mlperf: StandsFor | None = None  # the MLPerf benchmark the job stands for (campaign key `mlperf`)
     # -- the process, as the scheduler last wrote it --
     state: RunState = RunState.QUEUED
     attempt: int = 1
@@ -136,7 +138,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
             grace=spec.grace, target=spec.target, exit_at_target=spec.exit_at_target, isolate=spec.isolate,
             flops_per_sample=spec.flops_per_sample, peak_flops=spec.peak_flops, launcher=spec.launcher,
             grid=dict(spec.grid), cache_clear_cmd=list(spec.cache_clear_cmd) if spec.cache_clear_cmd else None,
-            cache_clear_timeout=spec.cache_clear_timeout, devices_note=spec.devices_note,
+            cache_clear_timeout=spec.cache_clear_timeout, devices_note=spec.devices_note, mlperf=spec.mlperf,
         )
 
     def spec(self) -> RunSpec:
@@ -148,7 +150,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
             grace=self.grace, target=self.target, exit_at_target=self.exit_at_target, isolate=self.isolate,
             flops_per_sample=self.flops_per_sample, peak_flops=self.peak_flops, launcher=self.launcher,
             grid=dict(self.grid), cache_clear_cmd=tuple(self.cache_clear_cmd) if self.cache_clear_cmd else None,
-            cache_clear_timeout=self.cache_clear_timeout, devices_note=self.devices_note,
+            cache_clear_timeout=self.cache_clear_timeout, devices_note=self.devices_note, mlperf=self.mlperf,
         )
 
 
@@ -175,6 +177,10 @@ class Registry(msgspec.Struct, kw_only=True):
 
     def targets(self) -> dict[str, Target]:
         return {r.run_id: r.target for r in self.runs if r.target is not None}
+
+    def stand_ins(self) -> dict[str, StandsFor]:
+        """Run id -> the MLPerf benchmark its job stands for (campaign key `mlperf`)."""
+        return {r.run_id: r.mlperf for r in self.runs if r.mlperf is not None}
 
 
 def new_registry(campaign: Campaign, logdir: Path) -> Registry:

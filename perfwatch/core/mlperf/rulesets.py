@@ -23,8 +23,9 @@ from mlperf_logging.benchmark_meta import get_allowed_benchmarks
 from perfwatch.core.mlperf.targets import latest_ruleset, ruleset_from_path, training_rulesets
 
 __all__ = [
-    "PERFWATCH_RULES_DIR", "USAGE", "RulesetChoice", "UnknownRuleset", "check_requested", "choose", "config_for",
-    "is_official", "perfwatch_rules", "ruleset_for",
+    "PERFWATCH_RULES_DIR", "USAGE", "RulesetChoice", "StandsFor", "UnknownBenchmark", "UnknownRuleset",
+    "check_requested", "choose", "config_for", "is_official", "mlperf_benchmarks", "perfwatch_rules", "ruleset_for",
+    "stands_for",
 ]
 
 USAGE = "training"
@@ -159,3 +160,67 @@ def choose(requested: str | None = None, path: str | Path | None = None, benchma
 def _short(ruleset: str) -> str:
     parts = ruleset.split(".")
     return ".".join(parts[:2]) if len(parts) == 3 and parts[2] == "0" else ruleset
+
+
+# ---- a campaign's job standing in for an MLPerf benchmark (the job key `mlperf:`) ------------------
+@dataclass(frozen=True, slots=True)
+class StandsFor:
+    """The MLPerf Training benchmark, ruleset and division a campaign's job stands for."""
+
+    benchmark: str
+    ruleset: str
+    division: str = "closed"
+
+    def describe(self) -> str:
+        return f"{self.benchmark} (MLPerf Training {_short(self.ruleset)}, {self.division})"
+
+
+class UnknownBenchmark(ValueError):
+    """A benchmark name mlperf_logging's benchmark lists do not hold (for the ruleset asked)."""
+
+
+def mlperf_benchmarks() -> tuple[str, ...]:
+    """Every MLPerf Training benchmark some ruleset this mlperf_logging knows lists, sorted."""
+    names: set[str] = set()
+    for rs in training_rulesets():
+        try:
+            names.update(get_allowed_benchmarks(USAGE, rs))
+        except (KeyError, ValueError, IndexError):
+            continue
+    return tuple(sorted(names))
+
+
+def normal_ruleset(text: str) -> str:
+    """`4.0.0`, `4.0`, `v4.0` -> "4.0.0" (the spelling mlperf_logging's folders use)."""
+    parts = text.strip().removeprefix("v").removeprefix("V").split(".")
+    return ".".join(parts + ["0"] * (3 - len(parts))) if 1 < len(parts) < 3 else ".".join(parts)
+
+
+def stands_for(benchmark: str, ruleset: str | None = None, division: str = "closed") -> StandsFor:
+    """Validated against mlperf_logging: `UnknownRuleset` for a ruleset it has no rules for,
+    `UnknownBenchmark` for a name no ruleset lists, or that `ruleset` does not list. Without a
+    ruleset: the newest one that lists the benchmark."""
+    if ruleset is not None:
+        ruleset = normal_ruleset(ruleset)
+        check_requested(ruleset)
+    known = mlperf_benchmarks()
+    if benchmark not in known:
+        import difflib
+
+        close = difflib.get_close_matches(benchmark, known, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else f" (known: {', '.join(known)})"
+        raise UnknownBenchmark(f"{benchmark!r} is not an MLPerf Training benchmark{hint}")
+    listing = rulesets_listing(benchmark)
+    if ruleset is None:
+        ruleset = listing[-1]
+    elif ruleset not in listing:
+        raise UnknownBenchmark(f"{benchmark} is not a benchmark of MLPerf Training {ruleset} (rulesets that list "
+                               f"it: {', '.join(listing)}; {ruleset} lists {', '.join(_listed(ruleset))})")
+    return StandsFor(benchmark, ruleset, division)
+
+
+def _listed(ruleset: str) -> list[str]:
+    try:
+        return list(dict.fromkeys(get_allowed_benchmarks(USAGE, ruleset)))
+    except (KeyError, ValueError, IndexError):
+        return []
