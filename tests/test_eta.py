@@ -8,8 +8,9 @@ lower is better), not the ones perfwatch resolves.
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
+
+import msgspec
 
 from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.mllog import Event
@@ -42,7 +43,7 @@ def test_eta_from_half_a_run_lands_within_its_uncertainty(mlperf_logs):
         half = view.evals[: max(len(view.evals) // 2, 4)]
         assert all(sign * e.value < sign * target for e in half)
         # the run as it looked halfway: running, its target not reached yet
-        live = dataclasses.replace(view, phase="running", run_status=None, target_reached=False,
+        live = msgspec.structs.replace(view, phase="running", run_status=None, target_reached=False,
                                    target=Target(view.target.key if view.target else "eval_accuracy", target,
                                                  higher, "MLPerf training rules"))
         eta = eta_to_target(live, half)

@@ -19,7 +19,9 @@ disagree on a name. A LOGDIR that perfwatch launched looks like this:
         .slurm-batch.sh       SLURM_BATCH_FILE: the constant batch script sbatch is given
 
 Other trees (MLPerf results folders, any folder of mllog files) are read with `is_log_name`.
-The measured CPU peak is cached outside any LOGDIR, in the user's cache folder (measure/peaks.py).
+Outside any LOGDIR, in the user's cache folder (`user_cache_dir()`), perfwatch keeps what is costly
+to find again and belongs to this machine, never to a LOGDIR: the measured CPU peak (CPU_PEAK_CACHE),
+mlperf_logging's RCP verdicts per set of log files (RCP_CACHE) and its rule YAMLs as JSON (RULES_CACHE_DIR).
 
 Whole-file JSON writers go through `write_json_atomic` (temp file in the same folder, fsync,
 rename): a reader never sees half a file, even when the writer is SIGKILLed. This module is
@@ -38,6 +40,7 @@ __all__ = [
     "EXIT_FILE", "LOCK_FILE", "MLLOG_FILE", "OUTPUT_FILE", "OWN_FILES", "REGISTRY_FILE", "REQUESTS_DIR",
     "RUN_FILES", "RUN_LOGS", "SCHEDULER_OUTPUT_FILE", "SLURM_BATCH_FILE", "SLURM_JOB_FILE", "TELEMETRY_FILE",
     "archived_name", "is_log_name", "request_name", "run_dir", "run_id_for", "write_json_atomic",
+    "CPU_PEAK_CACHE", "RCP_CACHE", "RULES_CACHE_DIR", "user_cache_dir",
 ]
 
 # ---- LOGDIR level -------------------------------------------------------------------
@@ -108,6 +111,18 @@ def is_log_name(path: Path | str) -> bool:
     if name in OWN_FILES or name.startswith(".") or _ROTATED.search(name):
         return False
     return name.endswith(_LOG_SUFFIXES) or "mllog" in name
+
+
+# ---- the user's cache folder (never inside a LOGDIR) ----------------------------------------------
+CPU_PEAK_CACHE = "cpu_peak.json"  # `perfwatch peak --measure`: the host's matmul peak, when and how
+RCP_CACHE = "rcp_verdicts.json"  # mlperf_logging's RCP verdict per set of log files (path, size, mtime)
+RULES_CACHE_DIR = "mlperf-rules"  # one JSON file per checker rule YAML (mlperf/rule_files.py)
+
+
+def user_cache_dir() -> Path:
+    """$XDG_CACHE_HOME/perfwatch, else ~/.cache/perfwatch (created by whoever writes there)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "perfwatch"
 
 
 def write_json_atomic(path: Path, data: object, *, indent: int | None = 1) -> None:

@@ -17,7 +17,6 @@ bare `json.loads` into dicts; see `benchmarks/ingest.py` (P1).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -58,8 +57,7 @@ class Event(msgspec.Struct, gc=False):
         return md.get(name, default)
 
 
-@dataclass(frozen=True, slots=True)
-class BadLine:
+class BadLine(msgspec.Struct, frozen=True):
     """A line that had the MLLOG token but no valid record; text is truncated for display."""
 
     lineno: int

@@ -23,8 +23,9 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 from perfwatch.core.ingest.discover import open_regular
 
@@ -35,8 +36,7 @@ DEFAULT_MAX_LINE = 64 << 20  # a "line" longer than this is cut, so a file witho
 _RESTART: list[bytes] = []  # sentinel from _pull: the file was rewritten, read it again from byte 0
 
 
-@dataclass(frozen=True, slots=True)
-class LineBatch:
+class LineBatch(msgspec.Struct, frozen=True):
     """Complete lines (without `\\n`) of one file from one read.
 
     `reset=True`: the file was truncated or replaced and `lines` start at the new file's first line;

@@ -6,9 +6,10 @@ peak behind the MFU is THE resolver's (measure/mfu.py), so they all agree with t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from perfwatch.core.measure.energy import energy_columns
 from perfwatch.core.measure.mfu import CpuPeakPolicy, Mfu, Overrides, mfu, run_mfu
@@ -27,8 +28,7 @@ from perfwatch.core.telemetry.jsonl import read_telemetry, summarize_telemetry
 __all__ = ["ThroughputSummary", "report_extra", "throughput_summary"]
 
 
-@dataclass(frozen=True, slots=True)
-class ThroughputSummary:
+class ThroughputSummary(msgspec.Struct, frozen=True):
     now: Throughput  # rolling window
     items: ItemStats  # whole run, warm-up dropped
     mfu: Mfu | None  # None when no peak was asked for

@@ -16,8 +16,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from perfwatch.core.model.view import RunView
 
@@ -25,8 +26,7 @@ COUNTER = "energy counter"
 POWER = "power integrated over time (no energy counter)"
 
 
-@dataclass(frozen=True, slots=True)
-class Energy:
+class Energy(msgspec.Struct, frozen=True):
     """Energy of the run's GPUs over a window, summed over GPUs."""
 
     joules: float
@@ -40,8 +40,7 @@ class Energy:
         return self.joules / 1000.0
 
 
-@dataclass(frozen=True, slots=True)
-class EnergyToTrain:
+class EnergyToTrain(msgspec.Struct, frozen=True):
     """From run_start to run_stop (or to the latest sample while the run trains)."""
 
     energy: Energy

@@ -21,13 +21,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from perfwatch.core.layout import write_json_atomic
+from perfwatch.core.layout import CPU_PEAK_CACHE, write_json_atomic
 from perfwatch.core.measure import peaks
 from perfwatch.core.measure.peaks import PeakFlops, cpu_model
 
 BUSY_PERCENT = 20.0  # CPU use (all cores) above which a measurement is refused
 TRIES = 5
-CACHE_NAME = peaks.CPU_PEAK_CACHE
+CACHE_NAME = CPU_PEAK_CACHE
 
 
 @dataclass(frozen=True, slots=True)

@@ -22,9 +22,10 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
+
+import msgspec
 
 from perfwatch.core import keys
 from perfwatch.core.control.peak_values import ANY
@@ -55,8 +56,7 @@ NO_FLOPS = (
 CpuPeakPolicy = Literal["cached", "off"]
 
 
-@dataclass(frozen=True, slots=True)
-class Mfu:
+class Mfu(msgspec.Struct, frozen=True):
     value: float | None  # 0..1 (can exceed 1 if the peak or the FLOP count is wrong)
     reason: str | None  # why value is None
     achieved_flops_per_s: float | None  # all devices together
@@ -71,16 +71,14 @@ class Mfu:
         return "—" if self.value is None else f"{self.value * 100:.1f}%"
 
 
-@dataclass(frozen=True, slots=True)
-class Overrides:
+class Overrides(msgspec.Struct, frozen=True):
     """What a campaign says about a run's MFU (perfwatch.json's run record)."""
 
     flops_per_sample: float | None = None
     peak_flops: Mapping[str, Mapping[str, float]] | None = None  # {device pattern | "*": {dtype | "*": FLOP/s}}
 
 
-@dataclass(frozen=True, slots=True)
-class PeakChoice:
+class PeakChoice(msgspec.Struct, frozen=True):
     peak: PeakFlops | None  # ONE device's peak
     devices: int
     says: str | None  # which peak applies, in words

@@ -20,18 +20,18 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import platform
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+import msgspec
+
 from perfwatch.core.control.peak_values import PEAK_DTYPES, parse_flops
-from perfwatch.core.layout import write_json_atomic
+from perfwatch.core.layout import CPU_PEAK_CACHE, user_cache_dir, write_json_atomic
 from perfwatch.core.telemetry.types import GpuSample
 
 __all__ = [
@@ -41,11 +41,9 @@ __all__ = [
 
 DTYPES = PEAK_DTYPES  # the table's columns: what a campaign's peak_flops may name
 GIB = 1024**3
-CPU_PEAK_CACHE = "cpu_peak.json"  # in the user's cache folder (cache_dir()), never in a LOGDIR
 
 
-@dataclass(frozen=True, slots=True)
-class PeakFlops:
+class PeakFlops(msgspec.Struct, frozen=True):
     """Peak FLOP/s of ONE device for one dtype, and where the number comes from."""
 
     device: str  # "H100 SXM", "cpu: AMD EPYC 7B13 x 2 threads", "campaign"
@@ -60,14 +58,12 @@ class PeakFlops:
         return f"{self.device} {self.dtype}: {self.flops / 1e12:.4g} TFLOP/s ({kind})"
 
 
-@dataclass(frozen=True, slots=True)
-class Identification:
+class Identification(msgspec.Struct, frozen=True):
     model: GpuModel | None
     evidence: str  # why this model (or why none)
 
 
-@dataclass(frozen=True, slots=True)
-class GpuModel:
+class GpuModel(msgspec.Struct, frozen=True):
     """A table entry: dense peaks in TFLOP/s per dtype (None = no such hardware path)."""
 
     key: str
@@ -275,8 +271,8 @@ def cpu_model() -> str:
 
 
 def cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "perfwatch"
+    """The user's cache folder (layout.user_cache_dir); a function here so tests can point it elsewhere."""
+    return user_cache_dir()
 
 
 def measure_matmul(dtype: str = "fp32", *, size: int = 2048, repeats: int = 5, threads: int | None = None) -> float:

@@ -18,15 +18,15 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 from perfwatch.core.model.run import RunView
 
 DEFAULT_WINDOW = 100  # SpeedMonitor's default window_size
 DEFAULT_DISCARD = 5  # warm-up observations dropped from train_item statistics
 
-@dataclass(frozen=True, slots=True)
-class Throughput:
+class Throughput(msgspec.Struct, frozen=True):
     """Rates over a window, totals over all devices; `device_*` divide by `world_size`."""
 
     points: int  # observations in the window
@@ -184,8 +184,7 @@ def rolling_throughput(
 
 
 # ---- Mila-style statistics --------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class ItemStats:
+class ItemStats(msgspec.Struct, frozen=True):
     """train_item statistics in items/s after dropping `discarded` warm-up observations."""
 
     count: int

@@ -32,14 +32,14 @@ import functools
 import math
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import CodeType
 from typing import Any
 
-import yaml
+import msgspec
 
 from perfwatch.core.ingest.mllog import Event
+from perfwatch.core.mlperf import rule_files
 from perfwatch.core.mlperf.rulesets import config_for, ruleset_for
 from perfwatch.core.mlperf.targets import RULES_DIR, latest_ruleset
 
@@ -58,8 +58,7 @@ def unsafe_rule_value(value: Any) -> bool:
     return isinstance(value, str) and not (_SAFE_RULE_VALUE.fullmatch(value) and ".." not in value)
 
 
-@dataclass(frozen=True, slots=True)
-class Finding:
+class Finding(msgspec.Struct, frozen=True):
     """One live verdict: `severity` "error" fails the official checker, "warning" does not."""
 
     severity: str
@@ -68,8 +67,7 @@ class Finding:
     time_ms: float | None = None
 
 
-@dataclass(slots=True)
-class KeyRule:
+class KeyRule(msgspec.Struct):
     """What one rule file says about one key, compiled once."""
 
     name: str
@@ -81,9 +79,8 @@ class KeyRule:
     budget: tuple[int, int] | None  # (open, closed) init minutes set by this key (submission_division)
 
 
-@dataclass(slots=True)
-class RuleFile:
-    keys: dict[str, KeyRule] = field(default_factory=dict)
+class RuleFile(msgspec.Struct):
+    keys: dict[str, KeyRule] = msgspec.field(default_factory=dict)
     missing: bool = False
 
 
@@ -104,10 +101,8 @@ def _compile_list(raw: Any) -> tuple[tuple[str, CodeType], ...]:
 @functools.cache
 def load_rule_file(path: str) -> RuleFile:
     """Parse one checker YAML (BaseLoader, as the checker does) into compiled key rules."""
-    try:
-        with open(path) as fh:
-            records = yaml.load(fh, Loader=getattr(yaml, "CBaseLoader", yaml.BaseLoader)) or []  # libyaml: 10x faster
-    except (OSError, yaml.YAMLError):
+    records = rule_files.records(path)
+    if records is None:
         return RuleFile(missing=True)
     rf = RuleFile()
     for record in records:

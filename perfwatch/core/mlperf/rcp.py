@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import json
 import math
@@ -29,17 +28,19 @@ import os
 import re
 import time
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
+
+from perfwatch.core.layout import RCP_CACHE, user_cache_dir, write_json_atomic
 
 USAGE = "training"
 RCP_PASS = "pruned_rcps"
 BERT_TRAIN_SAMPLES = True
 
 
-@dataclass(frozen=True, slots=True)
-class RcpVerdict:
+class RcpVerdict(msgspec.Struct, frozen=True):
     verdict: str  # "pass" | "fail" | "n/a"
     normalization: float
     mean_epochs: float | None  # the olympic mean of epochs (samples for bert/llama) to converge
@@ -194,12 +195,12 @@ _CACHE_ENTRIES = 512
 
 
 def _cache_file(cache: Path | None) -> Path:
-    # the user's cache folder, as measure/peaks.py's cache_dir (a lower layer cannot import it)
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return (cache or Path(base) / "perfwatch") / "rcp_verdicts.json"
+    return (cache or user_cache_dir()) / RCP_CACHE
 
 
 def _cache_key(paths: Sequence[str], benchmark: str, ruleset: str) -> str | None:
+    import hashlib  # lazy: only a closed folder's verdict needs a key
+
     try:
         from importlib.metadata import version
 
@@ -224,8 +225,6 @@ def _cached(key: str | None, cache: Path | None) -> RcpVerdict | None:
 
 
 def _store(key: str, verdict: RcpVerdict, cache: Path | None) -> None:
-    from perfwatch.core.layout import write_json_atomic
-
     path = _cache_file(cache)
     try:
         table = json.loads(path.read_text())
@@ -256,8 +255,7 @@ def _unit(benchmark: str) -> str:
 
 
 # ---- live projection ------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Projection:
+class Projection(msgspec.Struct, frozen=True):
     state: str  # "on track" | "normalised" | "fail" | "n/a" | "waiting"
     text: str
     converged: int

@@ -15,9 +15,9 @@ newest ruleset. Every choice carries a sentence saying which rule chose it, for 
 from __future__ import annotations
 
 import datetime as _dt
-from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
 from mlperf_logging.benchmark_meta import get_allowed_benchmarks
 
 from perfwatch.core.mlperf.targets import latest_ruleset, ruleset_from_path, training_rulesets
@@ -93,8 +93,7 @@ ROUND_PUBLISHED: dict[str, _dt.date] = {
 FIRST_PLAUSIBLE = _dt.date(2018, 6, 1)
 
 
-@dataclass(frozen=True, slots=True)
-class RulesetChoice:
+class RulesetChoice(msgspec.Struct, frozen=True):
     ruleset: str
     source: str  # "option", "path", "log date", "benchmark", "default"
     why: str  # one sentence for the outputs

@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
+
+import msgspec
 
 MS_PER_MINUTE = 60_000.0
 SCALING_FILE = "scaling.json"
@@ -58,8 +59,7 @@ def olympic_score(minutes: Sequence[float], non_converged: int, benchmark: str |
     return sum(countable) / len(countable)
 
 
-@dataclass(frozen=True, slots=True)
-class BenchmarkScore:
+class BenchmarkScore(msgspec.Struct, frozen=True):
     """The score of one benchmark folder, with the runs that went into it."""
 
     benchmark: str | None

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import mlperf_logging.compliance_checker as _cc
+import msgspec
 
 RULES_DIR = Path(_cc.__file__).parent
 # inclusive comparisons are quality targets; strict ones ("< 1.0", "> 0.0") are sanity bounds
@@ -22,8 +22,7 @@ _THRESHOLD = re.compile(r"v\['value'\]\s*(>=|<=)\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\
 _VERSION_IN_PATH = re.compile(r"(?:^|[^0-9a-z])v(\d+)\.(\d+)(?:\.(\d+))?(?![0-9])", re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
-class Target:
+class Target(msgspec.Struct, frozen=True):
     key: str
     value: float
     higher_is_better: bool = True
@@ -90,11 +89,10 @@ def official_target(benchmark: str, ruleset: str | None = None, division: str = 
         path = _rule_file(benchmark, rs, division)
         if path is None:
             continue
-        import yaml  # lazy: only needed the first time a benchmark's target is looked up
+        from perfwatch.core.mlperf import rule_files
 
-        try:
-            rules = yaml.load(path.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader)) or []
-        except (OSError, yaml.YAMLError):
+        rules = rule_files.records(str(path))
+        if rules is None:
             return None
         for rule in rules:
             key = rule.get("KEY") if isinstance(rule, dict) else None

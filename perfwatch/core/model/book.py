@@ -17,8 +17,9 @@ import io
 import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
+
+import msgspec
 
 from perfwatch.core.ingest.discover import discover, open_regular
 from perfwatch.core.ingest.tail import DEFAULT_MAX_LINE
@@ -32,24 +33,22 @@ __all__ = ["RunBook", "discover", "iter_line_batches", "load"]
 LOG_TAIL_LINES = 200
 
 
-@dataclass(slots=True)
-class _Source:
+class _Source(msgspec.Struct):
     run_id: str
     role: str  # "mllog", "output" or "file"
 
 
-@dataclass(slots=True)
-class RunBook:
+class RunBook(msgspec.Struct):
     """Runs by id; `apply` batches of lines on one thread, read `views()` anywhere after."""
 
     root: Path
     ruleset: str | None = None
-    targets: Mapping[str, Target] = field(default_factory=dict)
-    runs: dict[str, Run] = field(default_factory=dict)
-    tails: dict[str, deque[str]] = field(default_factory=dict)
-    _sources: dict[str, _Source | None] = field(default_factory=dict)
-    _has_mllog: set[str] = field(default_factory=set)
-    _order: list[str] = field(default_factory=list)
+    targets: Mapping[str, Target] = msgspec.field(default_factory=dict)
+    runs: dict[str, Run] = msgspec.field(default_factory=dict)
+    tails: dict[str, deque[str]] = msgspec.field(default_factory=dict)
+    _sources: dict[str, _Source | None] = msgspec.field(default_factory=dict)
+    _has_mllog: set[str] = msgspec.field(default_factory=set)
+    _order: list[str] = msgspec.field(default_factory=list)
 
     def __post_init__(self) -> None:
         # watchers report absolute paths; run ids are paths relative to an absolute root
@@ -250,8 +249,7 @@ def load(root: Path | str, *, ruleset: str | None = None) -> RunBook:
     return book
 
 
-@dataclass(frozen=True, slots=True)
-class _Batch:
+class _Batch(msgspec.Struct, frozen=True):
     path: str
     lines: list[bytes]
     reset: bool

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
+
+import msgspec
 
 from perfwatch.core import keys
 from perfwatch.core.ingest.mllog import Event, LineParser
@@ -51,15 +52,14 @@ def _num(value: Any) -> float | None:
     return None
 
 
-@dataclass(slots=True)
-class Run:
+class Run(msgspec.Struct):
     """Mutable run state; feed it with `apply` (or `feed_lines`) on one thread."""
 
     run_id: str
     path: str = ""
     target: Target | None = None  # from the campaign; otherwise the official rule for the benchmark
     ruleset: str | None = None
-    parser: LineParser = field(default_factory=LineParser)
+    parser: LineParser = msgspec.field(default_factory=LineParser)
     ruleset_why: str = ""  # why `ruleset` (set by the RunBook: the option or the path)
 
     benchmark: str | None = None
@@ -67,7 +67,7 @@ class Run:
     platform: str | None = None
     division: str | None = None
     submission_status: str | None = None
-    params: dict[str, Any] = field(default_factory=dict)
+    params: dict[str, Any] = msgspec.field(default_factory=dict)
     phase: str = "waiting"
     run_status: str | None = None
     first_time_ms: float | None = None
@@ -78,13 +78,13 @@ class Run:
     run_stop_ms: float | None = None
     epoch: float | None = None
     samples: float | None = None
-    evals: list[EvalPoint] = field(default_factory=list)
+    evals: list[EvalPoint] = msgspec.field(default_factory=list)
     best_eval: float | None = None
     target_reached_ms: float | None = None
-    throughput: Series = field(default_factory=Series)
+    throughput: Series = msgspec.field(default_factory=Series)
     throughput_source: str | None = None
-    tracked: dict[str, Any] = field(default_factory=dict)
-    key_counts: dict[str, int] = field(default_factory=dict)
+    tracked: dict[str, Any] = msgspec.field(default_factory=dict)
+    key_counts: dict[str, int] = msgspec.field(default_factory=dict)
     version: int = 0
     _target_resolved: bool = False
     _last_progress: tuple[float, float] | None = None  # (time_ms, samples) for derived throughput
@@ -439,7 +439,7 @@ class Run:
     def reset(self) -> None:
         """The log was truncated or replaced: forget everything learned from it."""
         fresh = Run(self.run_id, self.path, self.target, self.ruleset, ruleset_why=self.ruleset_why)
-        for name in Run.__slots__:
+        for name in Run.__struct_fields__:
             if name not in ("version", "_checker_version"):
                 setattr(self, name, getattr(fresh, name))
         self.version += 1

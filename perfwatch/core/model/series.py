@@ -11,13 +11,13 @@ import bisect
 import math
 from collections import deque
 from collections.abc import Sequence
-from dataclasses import dataclass
+
+import msgspec
 
 DEFAULT_CAPACITY = 512
 
 
-@dataclass(frozen=True, slots=True)
-class Stats:
+class Stats(msgspec.Struct, frozen=True):
     """Exact statistics over all values added (not the downsampled ones)."""
 
     count: int = 0

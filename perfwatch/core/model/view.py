@@ -7,8 +7,9 @@ another thread or widget because nothing in it can be mutated.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import Any
+
+import msgspec
 
 from perfwatch.core.ingest.mllog import BadLine
 from perfwatch.core.mlperf.live_checks import Finding
@@ -16,16 +17,14 @@ from perfwatch.core.mlperf.targets import Target
 from perfwatch.core.model.series import Stats
 
 
-@dataclass(frozen=True, slots=True)
-class EvalPoint:
+class EvalPoint(msgspec.Struct, frozen=True):
     time_ms: float
     value: float
     epoch: float | None
     samples: float | None
 
 
-@dataclass(frozen=True, slots=True)
-class RunView:
+class RunView(msgspec.Struct, frozen=True):
     """Immutable snapshot of a run for the UI, reports and checks."""
 
     run_id: str

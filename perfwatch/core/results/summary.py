@@ -13,9 +13,10 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from perfwatch.core.mlperf import rcp
 from perfwatch.core.mlperf.scores import (
@@ -124,8 +125,7 @@ def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]
     return row
 
 
-@dataclass(frozen=True, slots=True)
-class Report:
+class Report(msgspec.Struct, frozen=True):
     runs: list[dict[str, Any]]
     benchmarks: list[dict[str, Any]]
 

@@ -21,9 +21,10 @@ import json
 import math
 import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from perfwatch.core.layout import TELEMETRY_FILE
 from perfwatch.core.telemetry.types import GpuSample, ProcTree, RunResources, Snapshot
@@ -122,8 +123,7 @@ def read_telemetry(path: str | Path) -> list[dict[str, Any]]:
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class TelemetrySummary:
+class TelemetrySummary(msgspec.Struct, frozen=True):
     """What a report shows per run. GPU figures are over the run's GPUs; None = never measured."""
 
     samples: int

@@ -8,10 +8,11 @@ for a missing GPU field is kept in `unavailable[field]` so the UI can say *why*
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Protocol
+
+import msgspec
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 
@@ -23,14 +24,12 @@ GPU_FIELDS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
-class GpuProcess:
+class GpuProcess(msgspec.Struct, frozen=True):
     pid: int
     used_mem: int | None  # bytes; None when the driver does not report it (e.g. in some containers)
 
 
-@dataclass(frozen=True, slots=True)
-class GpuSample:
+class GpuSample(msgspec.Struct, frozen=True):
     """One GPU at one instant. `util_sm` is NVML's "GPU utilization": the share of time a kernel ran."""
 
     index: int
@@ -52,15 +51,14 @@ class GpuSample:
     throttle: tuple[str, ...] | None = None  # decoded clock event reasons, () = none active
     processes: tuple[GpuProcess, ...] | None = None
     energy_mj: int | None = None  # NVML's total-energy counter: mJ since the driver loaded (Volta and newer)
-    unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    unavailable: Mapping[str, str] = msgspec.field(default_factory=lambda: _EMPTY)
 
     def reason(self, name: str) -> str | None:
         """Why `name` is None (None when it has a value)."""
         return self.unavailable.get(name)
 
 
-@dataclass(frozen=True, slots=True)
-class GpuStatus:
+class GpuStatus(msgspec.Struct, frozen=True):
     """All GPUs of the host, or why there are none (`available=False` and a human `reason`)."""
 
     available: bool
@@ -69,8 +67,7 @@ class GpuStatus:
     gpus: tuple[GpuSample, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
-class HostSample:
+class HostSample(msgspec.Struct, frozen=True):
     """Host-wide CPU, memory, disk and network. Rates are None on the first sample (they need a delta)."""
 
     cpu_percent: float | None = None  # mean over cores, 0..100
@@ -84,11 +81,10 @@ class HostSample:
     disk_write_bps: float | None = None
     net_rx_bps: float | None = None
     net_tx_bps: float | None = None
-    unavailable: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    unavailable: Mapping[str, str] = msgspec.field(default_factory=lambda: _EMPTY)
 
 
-@dataclass(frozen=True, slots=True)
-class ProcTree:
+class ProcTree(msgspec.Struct, frozen=True):
     """A run's whole process tree: CPU % summed over processes (can exceed 100), RSS summed."""
 
     pids: tuple[int, ...] = ()  # the live processes (roots and descendants)
@@ -100,14 +96,13 @@ class ProcTree:
         return bool(self.pids)
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
+class Snapshot(msgspec.Struct, frozen=True):
     """What one sampling tick saw. Parts a sampler does not cover stay None / empty."""
 
     time: float  # seconds since the epoch
     gpu: GpuStatus | None = None
     host: HostSample | None = None
-    runs: Mapping[str, ProcTree] = field(default_factory=lambda: MappingProxyType({}))
+    runs: Mapping[str, ProcTree] = msgspec.field(default_factory=lambda: MappingProxyType({}))
 
     def merge(self, other: Snapshot) -> Snapshot:
         """Combine two samplers' views of the same tick (the other's parts win where both have one)."""
@@ -121,8 +116,7 @@ class Snapshot:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class RunResources:
+class RunResources(msgspec.Struct, frozen=True):
     """What the launcher knows about a live run: its root pids, its GPUs, its folder.
 
     `gpu_indices` are the NVML indices in the run's CUDA_VISIBLE_DEVICES (the
