@@ -162,8 +162,7 @@ def _short(ruleset: str) -> str:
 
 
 # ---- a campaign's job standing in for an MLPerf benchmark (the job key `mlperf:`) ------------------
-@dataclass(frozen=True, slots=True)
-class StandsFor:
+class StandsFor(msgspec.Struct, frozen=True):
     """The MLPerf Training benchmark, ruleset and division a campaign's job stands for."""
 
     benchmark: str
