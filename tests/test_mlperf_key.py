@@ -4,11 +4,14 @@ recorded in the plan, and used by the live RCP projection when the run's log nam
 from __future__ import annotations
 
 import json
+import logging
+import re
 import textwrap
 from pathlib import Path
 
 import pytest
 from mlperf_logging.benchmark_meta import get_allowed_benchmarks
+from mlperf_logging.rcp_checker import rcp_checker as rc
 
 from perfwatch.cli import main
 from perfwatch.core.control import registry
@@ -144,3 +147,169 @@ def test_it_is_signed_and_plans_without_it_keep_their_digest(tmp_path: Path) -> 
     # it gives a run its target (and with it when exit_at_target stops it): an edit is not this user's plan
     plain["runs"][0]["mlperf"]["benchmark"] = "resnet"
     assert trust.untrusted_reason(plain) is not None
+
+
+# ---- the live RCP projection of a campaign whose job stands for bert ---------------------------------------
+BERT = "v2.1/MosaicML/results/8xA100_80GB-baseline/bert"
+_TRAIN_SAMPLES = re.compile(r'("key": "train_samples", "value": )(\d+)')
+_NAMED = re.compile(r'("key": "submission_benchmark", "value": )"bert"')
+STANDIN = f"""
+    name: standin
+    jobs:
+      - name: bertlike
+        cmd: [python, {FAKE}]
+        repeat: 10
+        mlperf: {{benchmark: bert, ruleset: 2.1.0, division: closed}}
+    """
+
+
+def bert_logs(src: Path, factor: float, named: str | None) -> list[str]:
+    """MosaicML's bert logs converging at `factor` times their samples, naming `named` (None: no
+    submission_benchmark at all) instead of bert: as a stand-in workload would log."""
+    out = []
+    for i in range(10):
+        text = (src / f"result_{i}.txt").read_text(encoding="latin-1")
+        text = _TRAIN_SAMPLES.sub(lambda m: m.group(1) + str(int(int(m.group(2)) * factor)), text)
+        if named is None:
+            text = "".join(ln for ln in text.splitlines(keepends=True) if '"submission_benchmark"' not in ln)
+        else:
+            text = _NAMED.sub(lambda m: m.group(1) + json.dumps(named), text)
+        out.append(text)
+    return out
+
+
+def as_bert_results(texts: list[str], folder: Path) -> Path:
+    """The same runs as a closed-division bert results folder: what mlperf_logging's checker judges."""
+    folder.mkdir(parents=True)
+    for i, text in enumerate(texts):
+        lines = [ln for ln in text.splitlines(keepends=True) if '"submission_benchmark"' not in ln]
+        head = ':::MLLOG {"namespace": "", "time_ms": 0, "event_type": "POINT_IN_TIME", ' \
+               '"key": "submission_benchmark", "value": "bert", "metadata": {}}\n'
+        body = "".join(lines).replace('"submission_division", "value": "open"', '"submission_division", "value": "closed"')
+        (folder / f"result_{i}.txt").write_text(head + body, encoding="latin-1")
+    return folder
+
+
+def olympic(values: list[float]) -> float:
+    kept = sorted(values)[1:-1] if len(values) > 2 else values
+    return sum(kept) / len(kept)
+
+
+@pytest.mark.parametrize(("factor", "named", "state"), [
+    (1.0, "mlm_arith", "on track"), (0.015, None, "normalised"), (0.01, "mlm_arith", "fail")])
+def test_live_projection_judges_the_runs_as_the_campaigns_benchmark(
+        tmp_path: Path, mlperf_logs: Path, factor: float, named: str | None, state: str) -> None:
+    from perfwatch.core.engine import attach_session
+    from perfwatch.core.results.groups import group_rows
+    from perfwatch.core.results.live_rcp import projection_for
+
+    texts = bert_logs(mlperf_logs / BERT, factor, named)
+    # what mlperf_logging says of these runs as bert: its checker on the folder, its epoch (sample) counting per file
+    expected_folder = as_bert_results(texts, tmp_path / "as-bert" / "bert")
+    logging.disable(logging.WARNING)
+    try:
+        ok, _msg, norm = rc.check_directory(str(expected_folder), "training", "2.1.0", False, True,
+                                            rcp_pass="pruned_rcps")
+        samples = [float(rc.read_submission_file(str(expected_folder / f"result_{i}.txt"), "2.1.0", True)[1])
+                   for i in range(10)]
+    finally:
+        logging.disable(logging.NOTSET)
+
+    logdir = planned(tmp_path, STANDIN)
+    session = attach_session(logdir, control=False)  # the plan is all a later attach knows the benchmark from
+    book = session.book
+    for i, text in enumerate(texts):
+        log = logdir / f"bertlike.r{i}" / "mllog.txt"
+        log.parent.mkdir()
+        log.write_text(text, encoding="latin-1")
+        book.feed_file(log, text.encode("latin-1"))
+        view = book.get(f"bertlike.r{i}").view()
+        assert view.benchmark == named and view.stands_for is not None and view.stands_for.benchmark == "bert"
+        assert view.target is not None and view.target.value == 0.72 and "mlperf: bert" in view.target.source
+        proj = projection_for(book.views(), f"bertlike.r{i}")
+        assert proj is not None and proj.converged == i + 1 and proj.required == 10
+        assert proj.text.startswith("RCP as bert (MLPerf Training 2.1, closed): ")
+        assert f"{i + 1} of 10 runs converged, {9 - i} to go" in proj.text
+        assert proj.mean_epochs == pytest.approx(olympic(samples[: i + 1]))
+    # with every run in, the projection is the checker's verdict on the same runs as bert
+    assert proj.state == state
+    assert (proj.state != "fail") == ok
+    assert proj.normalization == pytest.approx(norm)
+    if state == "normalised":
+        assert f"will be normalised ×{norm:.3f}" in proj.text and norm > 1.0
+    if state == "fail":
+        assert "will fail: mean" in proj.text and "samples" in proj.text
+
+    # the campaign view (`g`): the group is judged as bert, 10 runs needed, the same projection
+    (row,) = group_rows({v.run_id: v for v in book.views()})
+    assert (row.group, row.benchmark, row.needed, row.stopped) == ("bertlike", "bert", 10, 10)
+    assert row.stands_for is not None and row.rcp == proj.text.split(": ", 1)[1]
+
+
+def test_without_the_key_nothing_is_projected_and_a_log_naming_its_benchmark_wins(
+        tmp_path: Path, mlperf_logs: Path) -> None:
+    from perfwatch.core.engine import attach_session
+    from perfwatch.core.results.live_rcp import projection_for
+
+    texts = bert_logs(mlperf_logs / BERT, 0.015, "mlm_arith")
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    logdir = planned(plain, STANDIN.replace("mlperf: {benchmark: bert, ruleset: 2.1.0, division: closed}", ""))
+    book = attach_session(logdir, control=False).book
+    for i, text in enumerate(texts):
+        log = logdir / f"bertlike.r{i}" / "mllog.txt"
+        log.parent.mkdir()
+        log.write_text(text, encoding="latin-1")
+        book.feed_file(log, text.encode("latin-1"))
+    assert book.get("bertlike.r9").view().stands_for is None
+    assert projection_for(book.views(), "bertlike.r9") is None  # only the campaign's key gives one
+
+    # a log that names an MLPerf benchmark itself is judged as it says (as MLPerf's checkers would)
+    named = tmp_path / "named"
+    named.mkdir()
+    logdir = planned(named, STANDIN)
+    book = attach_session(logdir, control=False).book
+    krai = (mlperf_logs / "v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_0.txt").read_bytes()
+    log = logdir / "bertlike.r0" / "mllog.txt"
+    log.parent.mkdir()
+    log.write_bytes(krai)
+    book.feed_file(log, krai)
+    view = book.get("bertlike.r0").view()
+    assert view.benchmark == "resnet" and view.stands_for is None and view.mlperf_benchmark == "resnet"
+
+
+def test_launch_headless_prints_the_projection_as_runs_stop(tmp_path: Path, mlperf_logs: Path, capsys,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A real campaign: each run's workload writes one stand-in log (no MLPerf benchmark named in it)."""
+    texts = bert_logs(mlperf_logs / BERT, 0.015, "mlm_arith")
+    src = tmp_path / "src"
+    src.mkdir()
+    for i, text in enumerate(texts):
+        (src / f"result_{i}.txt").write_text(text, encoding="latin-1")
+    replay = tmp_path / "replay.py"
+    replay.write_text("import os, shutil, sys\nshutil.copyfile(sys.argv[1], os.environ['PERFWATCH_MLLOG'])\n")
+    path = write(tmp_path, f"""
+        name: standin
+        scheduler: {{max_parallel: 1}}
+        jobs:
+          - name: bertlike
+            cmd: [python, {replay}, "{src}/result_{{index}}.txt"]
+            repeat: 10
+            devices: 0
+            mlperf: {{benchmark: bert, ruleset: 2.1.0}}
+        """)
+    monkeypatch.chdir(ROOT)
+    logging.disable(logging.WARNING)
+    try:
+        ok, _msg, norm = rc.check_directory(str(as_bert_results(texts, tmp_path / "as-bert" / "bert")), "training",
+                                            "2.1.0", False, True, rcp_pass="pruned_rcps")
+    finally:
+        logging.disable(logging.NOTSET)
+    assert main(["launch", str(path), "--headless", "--logdir", str(tmp_path / "logdir")]) == 0
+    out = capsys.readouterr().out
+    rcp_lines = [ln for ln in out.splitlines() if "RCP as bert (MLPerf Training 2.1, closed): " in ln]
+    assert rcp_lines, out
+    assert all(" bertlike " in ln for ln in rcp_lines)  # one group, named
+    assert ok and norm > 1.0
+    assert f"will be normalised ×{norm:.3f}" in rcp_lines[-1] and "10 of 10 runs converged, 0 to go" in rcp_lines[-1]
+    assert len(rcp_lines) == len(set(rcp_lines))  # printed when it changes, never twice the same

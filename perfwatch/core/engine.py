@@ -72,7 +72,8 @@ def expand_logdir(template: str, name: str, now: float | None = None) -> Path:
 def launch_session(campaign: Campaign, logdir: Path, *, poll: bool = False) -> Session:
     """Create LOGDIR, write the plan, own it. Nothing is started until `controller.poll()`."""
     targets = {r.run_id: r.target for r in campaign.runs if r.target is not None}
-    book = RunBook(logdir, targets=targets)
+    stand_ins = {r.run_id: r.mlperf for r in campaign.runs if r.mlperf is not None}
+    book = RunBook(logdir, targets=targets, stand_ins=stand_ins)
     session = Session(logdir, campaign.name, book, [logdir], poll, None, baseline=campaign.baseline)
     session.controller = Scheduler.create(campaign, logdir, target_reached=session.target_reached)
     session.controller.record_telemetry()
@@ -93,7 +94,7 @@ def attach_session(path: Path, *, poll: bool = False, control: bool = True, conf
     if data is None:
         root = path.parent if path.is_file() else path
         return Session(root, path.name, RunBook(root, ruleset=ruleset), [path], poll, None)
-    book = RunBook(path, ruleset=ruleset, targets=data.targets())
+    book = RunBook(path, ruleset=ruleset, targets=data.targets(), stand_ins=data.stand_ins())
     session = Session(path, data.name or path.name, book, [path], poll, None, host=data.host, baseline=data.baseline)
     if control:
         try:
@@ -109,7 +110,8 @@ def attach_session(path: Path, *, poll: bool = False, control: bool = True, conf
 
 def reread(session: Session) -> RunBook:
     """Every log of the session read once from disk (final tables never miss the watcher's last batch)."""
-    book = RunBook(session.book.root, ruleset=session.book.ruleset, targets=session.book.targets)
+    book = RunBook(session.book.root, ruleset=session.book.ruleset, targets=session.book.targets,
+                   stand_ins=session.book.stand_ins)
     for path in discover(session.book.root):
         try:  # streamed in 1 MiB batches, as `report` reads: a 600 MB log never sits in memory whole
             for lines in iter_line_batches(path):

@@ -53,6 +53,23 @@ class _Printer:
     def __init__(self, out: TextIO, t0: float) -> None:
         self.out, self.t0 = out, t0
         self.last: dict[str, tuple[RunState, str | None]] = {}
+        self.stopped: set[str] = set()  # runs whose run_stop was seen (their group's RCP projection printed)
+        self.projected: dict[str, str] = {}  # group -> the RCP projection printed last
+
+    def rcp(self, views: Mapping[str, RunView]) -> None:
+        """A run logged run_stop: where its group's RCP verdict is heading, when that changed (groups
+        that no RCP rule covers print nothing; a job's `mlperf:` makes its runs covered)."""
+        for rid, v in views.items():
+            if v.phase != "stopped" or rid in self.stopped:
+                continue
+            from perfwatch.core.results.summary import group_of
+
+            self.stopped.add(rid)
+            text = _rcp_text(views, rid)
+            group = group_of(v)
+            if text and text != self.projected.get(group):
+                self.projected[group] = text
+                self.line(f"{group:<24} {text}")
 
     def line(self, text: str) -> None:
         print(f"[{_fmt_s(time.time() - self.t0):>7}] {text}", file=self.out, flush=True)
@@ -148,15 +165,9 @@ class _LogPrinter:
 
     def _rcp(self, views: Mapping[str, RunView], rid: str) -> None:
         """Where the folder's RCP verdict is heading (core/results/live_rcp.py), after each run_stop."""
-        from perfwatch.core.results.live_rcp import projection_for
-
-        try:
-            proj = projection_for(views.values(), rid)
-        except Exception as exc:  # the RCP checker raises on logs it cannot read; never stop following
-            self.p.line(f"{'':<24} RCP: cannot project ({type(exc).__name__}: {exc})")
-            return
-        if proj is not None:
-            self.p.line(f"{'':<24} {proj.text}")
+        text = _rcp_text(views, rid)
+        if text:
+            self.p.line(f"{'':<24} {text}")
 
     def status(self, views: Mapping[str, RunView]) -> None:
         counts: dict[str, int] = {}
@@ -164,6 +175,17 @@ class _LogPrinter:
             counts[v.phase] = counts.get(v.phase, 0) + 1
         waiting = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no runs yet"
         self.p.line(f"status: {waiting}")
+
+
+def _rcp_text(views: Mapping[str, RunView], rid: str) -> str | None:
+    """The RCP projection of `rid`'s group from its stopped runs (core/results/live_rcp.py); None: no RCP rule."""
+    from perfwatch.core.results.live_rcp import projection_for
+
+    try:
+        proj = projection_for(views.values(), rid)
+    except Exception as exc:  # the RCP checker raises on logs it cannot read; never stop following
+        return f"RCP: cannot project ({type(exc).__name__}: {exc})"
+    return proj.text if proj is not None else None
 
 
 def _ttt(v: RunView) -> float | None:
@@ -310,6 +332,7 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
             procs = snap.procs if snap is not None else {}
             views = snap.views if snap is not None else views
             printer.changes(procs, views)
+            printer.rcp(views)
             problem = getattr(ctl, "write_error", None)  # the owner could not write perfwatch.json
             if problem != shown_problem:
                 printer.line(f"cannot write perfwatch.json: {problem}; the runs go on, retrying" if problem
@@ -328,7 +351,9 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
         ctl.close(stop_runs=stop_runs)
         printer.changes(ctl.procs(), views)
         return 130
-    ok = summary(ctl.procs(), final_book(session), out)
+    book = final_book(session)
+    printer.rcp({v.run_id: v for v in book.views()})  # the last run_stop may have come after the last update
+    ok = summary(ctl.procs(), book, out)
     if isinstance(ctl, Scheduler):
         ctl.close(stop_runs=False)
     return 0 if ok else 1

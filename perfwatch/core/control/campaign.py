@@ -7,7 +7,6 @@ is rejected whole with `file:line: field: message`.
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import re
 import shutil
@@ -15,6 +14,8 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from perfwatch.core.control import process
 from perfwatch.core.control.backends import BackendConfig
@@ -271,7 +272,7 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
     cmd = [it.string() for it in items]
     s = settings({k: v for k, v in m.items() if k in SETTING_KEYS}, defaults)
     if s.mlperf is not None and not s.mlperf_division_set and division:
-        s.mlperf = dataclasses.replace(s.mlperf, division=division)  # the campaign's system.division
+        s.mlperf = msgspec.structs.replace(s.mlperf, division=division)  # the campaign's system.division
     cwd = (base / s.cwd).resolve() if s.cwd else base
     if s.cwd and not cwd.is_dir():
         raise m["cwd"].error(f"no such directory: {cwd}")

@@ -133,6 +133,36 @@ def _as_results_folder(paths: Sequence[str]) -> Iterator[str]:
         yield tmp
 
 
+_TOKEN = ":::MLLOG"
+
+
+@contextlib.contextmanager
+def _named_as(path: str, benchmark: str) -> Iterator[str]:
+    """A temporary copy of the log that names `benchmark`: a `submission_benchmark` record saying it first,
+    and the log's own `submission_benchmark` records saying it too; every other line as it is. Read and
+    written as the checker reads (latin-1), streamed (a long log is never held whole)."""
+    import tempfile
+
+    first = {"namespace": "", "time_ms": 0, "event_type": "POINT_IN_TIME", "key": "submission_benchmark",
+             "value": benchmark, "metadata": {}}
+    with tempfile.TemporaryDirectory(prefix="perfwatch-rcp-") as tmp:
+        copy = os.path.join(tmp, "result_0.txt")
+        with open(path, encoding="latin-1") as src, open(copy, "w", encoding="latin-1") as dst:
+            dst.write(f"{_TOKEN} {json.dumps(first)}\n")
+            for line in src:
+                at = line.find(_TOKEN)
+                if at >= 0 and '"submission_benchmark"' in line:
+                    try:
+                        record = json.loads(line[at + len(_TOKEN):])
+                    except ValueError:
+                        record = None
+                    if isinstance(record, dict) and record.get("key") == "submission_benchmark":
+                        record["value"] = benchmark
+                        line = f"{line[:at]}{_TOKEN} {json.dumps(record)}\n"
+                dst.write(line)
+        yield copy
+
+
 def _trimmed_mean(epochs: Sequence[float], benchmark: str) -> float | None:
     """The checker's olympic mean of epochs (drops 1 each end, 4 for unet3d)."""
     drop = 4 if benchmark == "unet3d" else 1
@@ -284,8 +314,12 @@ def _record(checker: Any, bs: int) -> tuple[dict[str, Any] | None, str]:
 
 
 def project(finished: Sequence[str], benchmark: str | None, ruleset: str | None, division: str | None = "closed",
-            required: int | None = None) -> Projection:
-    """Where the RCP verdict is heading, from the run logs that have finished so far (any order)."""
+            required: int | None = None, *, as_benchmark: bool = False) -> Projection:
+    """Where the RCP verdict is heading, from the run logs that have finished so far (any order).
+
+    `as_benchmark`: the logs are a campaign's stand-ins for `benchmark` (its `mlperf:` key) and name
+    another benchmark or none; the checker reads each as a copy whose `submission_benchmark` says
+    `benchmark` (it counts bert in samples, the LLM benchmarks in eval samples, by that name)."""
     why = not_applicable(benchmark, ruleset, division)
     if why is not None:
         return Projection("n/a", f"RCP: n/a ({why})", 0, required or 0, None, None, None)
@@ -296,8 +330,10 @@ def project(finished: Sequence[str], benchmark: str | None, ruleset: str | None,
     epochs: list[float] = []
     failed = 0
     bs = -1
-    with _quiet():
+    with _quiet(), contextlib.ExitStack() as stack:
         for path in finished:
+            if as_benchmark:
+                path = stack.enter_context(_named_as(path, benchmark))
             not_converged, subm_epochs, run_bs, _ = rc.read_submission_file(path, ruleset, BERT_TRAIN_SAMPLES)
             if not_converged:
                 failed += 1

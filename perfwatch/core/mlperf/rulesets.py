@@ -15,6 +15,7 @@ newest ruleset. Every choice carries a sentence saying which rule chose it, for 
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 from pathlib import Path
 
 import msgspec
@@ -177,6 +178,7 @@ class UnknownBenchmark(ValueError):
     """A benchmark name mlperf_logging's benchmark lists do not hold (for the ruleset asked)."""
 
 
+@functools.cache
 def mlperf_benchmarks() -> tuple[str, ...]:
     """Every MLPerf Training benchmark some ruleset this mlperf_logging knows lists, sorted."""
     names: set[str] = set()

@@ -24,7 +24,7 @@ import msgspec
 from perfwatch.core.ingest.discover import discover, open_regular
 from perfwatch.core.ingest.tail import DEFAULT_MAX_LINE
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, run_id_for
-from perfwatch.core.mlperf.rulesets import choose
+from perfwatch.core.mlperf.rulesets import StandsFor, choose
 from perfwatch.core.mlperf.targets import Target
 from perfwatch.core.model.run import Run, RunView
 
@@ -44,6 +44,7 @@ class RunBook(msgspec.Struct):
     root: Path
     ruleset: str | None = None
     targets: Mapping[str, Target] = msgspec.field(default_factory=dict)
+    stand_ins: Mapping[str, StandsFor] = msgspec.field(default_factory=dict)  # run id -> the campaign's `mlperf:`
     runs: dict[str, Run] = msgspec.field(default_factory=dict)
     tails: dict[str, deque[str]] = msgspec.field(default_factory=dict)
     _sources: dict[str, _Source | None] = msgspec.field(default_factory=dict)
@@ -85,7 +86,8 @@ class RunBook(msgspec.Struct):
         if not ruleset:
             chosen = choose(None, path)
             ruleset, why = (chosen.ruleset, chosen.why) if chosen.source == "path" else (None, "")
-        return Run(run_id, path, target=self.targets.get(run_id), ruleset=ruleset, ruleset_why=why)
+        return Run(run_id, path, target=self.targets.get(run_id), ruleset=ruleset, ruleset_why=why,
+                   stands_for=self.stand_ins.get(run_id))
 
     # ---- ingest ----------------------------------------------------------------
     def apply(self, batches: Iterable[object]) -> set[str]:

@@ -25,7 +25,7 @@ import msgspec
 from perfwatch.core import keys
 from perfwatch.core.ingest.mllog import Event, LineParser
 from perfwatch.core.mlperf.live_checks import Finding, LiveChecker
-from perfwatch.core.mlperf.rulesets import choose
+from perfwatch.core.mlperf.rulesets import StandsFor, choose, mlperf_benchmarks
 from perfwatch.core.mlperf.targets import Target, official_target
 from perfwatch.core.model.series import Series
 from perfwatch.core.model.view import EvalPoint, RunView
@@ -61,6 +61,7 @@ class Run(msgspec.Struct):
     ruleset: str | None = None
     parser: LineParser = msgspec.field(default_factory=LineParser)
     ruleset_why: str = ""  # why `ruleset` (set by the RunBook: the option or the path)
+    stands_for: StandsFor | None = None  # the campaign's `mlperf:` for this run's job
 
     benchmark: str | None = None
     org: str | None = None
@@ -342,12 +343,26 @@ class Run(msgspec.Struct):
     def resolved_target(self) -> Target | None:
         if self.target is not None:
             return self.target
-        if not self._target_resolved and self.benchmark:
+        stand_in = self.stand_in()
+        if not self._target_resolved and stand_in is not None:
+            official = official_target(stand_in.benchmark, stand_in.ruleset, stand_in.division)
+            self._resolved = official if official is None else msgspec.structs.replace(
+                official, source=f"{official.source} (the campaign's mlperf: {stand_in.benchmark})")
+            self._target_resolved = True
+            self._recheck_target()
+        elif not self._target_resolved and self.benchmark:
             ruleset, _ = self.ruleset_choice()
             self._resolved = official_target(self.benchmark, ruleset, self.division or "closed")
             self._target_resolved = True
             self._recheck_target()
         return self._resolved if self._target_resolved else None
+
+    def stand_in(self) -> StandsFor | None:
+        """The campaign's `mlperf:` for this run, unless its log names an MLPerf benchmark itself (then the
+        log is judged as it says, as MLPerf's own checkers would)."""
+        if self.stands_for is None or (self.benchmark and self.benchmark in mlperf_benchmarks()):
+            return None
+        return self.stands_for
 
     def ruleset_choice(self) -> tuple[str | None, str]:
         """The ruleset judging this run and why: given, else inferred from the log as the checker does."""
@@ -433,12 +448,14 @@ class Run(msgspec.Struct):
             version=self.version,
             ruleset=ruleset,
             ruleset_why=ruleset_why,
+            stands_for=self.stand_in(),
         )
         return self._view
 
     def reset(self) -> None:
         """The log was truncated or replaced: forget everything learned from it."""
-        fresh = Run(self.run_id, self.path, self.target, self.ruleset, ruleset_why=self.ruleset_why)
+        fresh = Run(self.run_id, self.path, self.target, self.ruleset, ruleset_why=self.ruleset_why,
+                    stands_for=self.stands_for)
         for name in Run.__struct_fields__:
             if name not in ("version", "_checker_version"):
                 setattr(self, name, getattr(fresh, name))

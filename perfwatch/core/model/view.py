@@ -13,6 +13,7 @@ import msgspec
 
 from perfwatch.core.ingest.mllog import BadLine
 from perfwatch.core.mlperf.live_checks import Finding
+from perfwatch.core.mlperf.rulesets import StandsFor
 from perfwatch.core.mlperf.targets import Target
 from perfwatch.core.model.series import Stats
 
@@ -75,6 +76,21 @@ class RunView(msgspec.Struct, frozen=True):
     version: int
     ruleset: str | None = None  # the MLPerf ruleset judging the run (None until its benchmark is known)
     ruleset_why: str = ""  # which rule chose it (mlperf/ruleset.py)
+    # the campaign's `mlperf:` in effect: set when the job names an MLPerf benchmark and the log names none
+    stands_for: StandsFor | None = None
+
+    @property
+    def mlperf_benchmark(self) -> str | None:
+        """The MLPerf benchmark the run is judged as (RCP, runs needed): its stand-in's, else its log's."""
+        return self.stands_for.benchmark if self.stands_for is not None else self.benchmark
+
+    @property
+    def mlperf_ruleset(self) -> str | None:
+        return self.stands_for.ruleset if self.stands_for is not None else self.ruleset
+
+    @property
+    def mlperf_division(self) -> str | None:
+        return self.stands_for.division if self.stands_for is not None else self.division
 
     @property
     def elapsed_ms(self) -> float | None:

@@ -14,9 +14,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from perfwatch.core.mlperf.rcp import not_applicable, required_runs
+from perfwatch.core.mlperf.rulesets import StandsFor
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.comparison import Side, compare, sides
-from perfwatch.core.results.live_rcp import group_projection
+from perfwatch.core.results.live_rcp import group_projection, identity
 from perfwatch.core.results.summary import group_of
 
 
@@ -35,6 +36,7 @@ class GroupRow:
     interval: tuple[float, float] | None = None  # its bootstrap 90 % interval
     is_baseline: bool = False
     rcp: str = ""  # the live RCP projection ("on track", "will be normalised ×1.012", "n/a (open division)")
+    stands_for: StandsFor | None = None  # the campaign's `mlperf:` the group is judged as (its logs name none)
 
 
 def runs_needed(benchmark: str | None) -> int | None:
@@ -44,8 +46,7 @@ def runs_needed(benchmark: str | None) -> int | None:
 
 def rcp_projection(members: list[RunView], benchmark: str | None) -> str:
     """Where the group's RCP verdict is heading from its finished runs (`live_rcp`), one line; why not."""
-    ruleset = next((v.ruleset for v in members if v.ruleset), None)
-    division = next((v.division for v in members if v.division), None)
+    _bench, ruleset, division, _stand_in = identity(members)
     why = not_applicable(benchmark, ruleset, division)
     if why is not None:
         return f"n/a ({why})"
@@ -53,7 +54,9 @@ def rcp_projection(members: list[RunView], benchmark: str | None) -> str:
         projection = group_projection(members)
     except Exception as exc:  # mlperf_logging could not judge these files: say so, keep the view
         return f"n/a ({exc})"
-    return projection.text.removeprefix("RCP: ") if projection is not None else "waiting for a finished run"
+    if projection is None:
+        return "waiting for a finished run"
+    return projection.text.split(": ", 1)[-1]  # "RCP: …" or, for a stand-in, "RCP as bert (…): …"
 
 
 def group_runs(views: Iterable[RunView]) -> dict[str, list[RunView]]:
@@ -71,7 +74,9 @@ def group_rows(views: Mapping[str, RunView], baseline: str | None = None) -> lis
     for name in sorted(groups):
         members = groups[name]
         side = _one_side(members)
-        bench = side.benchmark if side is not None else next((v.benchmark for v in members if v.benchmark), None)
+        stand_in = identity(members)[3]  # the campaign's `mlperf:` where the logs name no MLPerf benchmark
+        bench = (stand_in.benchmark if stand_in is not None else side.benchmark if side is not None
+                 else next((v.benchmark for v in members if v.benchmark), None))
         speedup = interval = None
         if base is not None and name != baseline:
             comps = compare(base, members)
@@ -83,7 +88,7 @@ def group_rows(views: Mapping[str, RunView], baseline: str | None = None) -> lis
             converged=len(side.minutes) if side is not None else 0, needed=runs_needed(bench),
             score_minutes=side.score if side is not None else None, note=side.note if side is not None else "",
             energy_kj=side.energy_median if side is not None else None, speedup=speedup, interval=interval,
-            is_baseline=name == baseline, rcp=rcp_projection(members, bench),
+            is_baseline=name == baseline, rcp=rcp_projection(members, bench), stands_for=stand_in,
         ))
     return rows
 

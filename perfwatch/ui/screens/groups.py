@@ -36,7 +36,8 @@ def row_cells(r: GroupRow) -> tuple[str, ...]:
     else:
         vs = "–"
     energy = f"{r.energy_kj:.0f} kJ" if r.energy_kj is not None else "–"
-    return (r.group, r.benchmark or "–", f"{r.stopped}/{r.runs}", f"{r.converged}{needed}", score, vs, energy,
+    bench = f"{r.benchmark} (stand-in)" if r.stands_for is not None else r.benchmark or "–"
+    return (r.group, bench, f"{r.stopped}/{r.runs}", f"{r.converged}{needed}", score, vs, energy,
             r.rcp or "–", r.note)
 
 
@@ -112,7 +113,8 @@ class GroupsScreen(Screen[None]):
         i = event.cursor_row
         if 0 <= i < len(self.rows):
             r = self.rows[i]
-            text = f"{r.group}\nRCP: {r.rcp or '–'}" + (f"  ·  {r.note}" if r.note else "")
+            judged = f" as {r.stands_for.describe()} (the campaign's mlperf:)" if r.stands_for is not None else ""
+            text = f"{r.group}\nRCP{judged}: {r.rcp or '–'}" + (f"  ·  {r.note}" if r.note else "")
             self.query_one("#groups-detail", Static).update(text)
 
     def on_data_table_row_selected(self, event: DataTable.RowSelected) -> None:

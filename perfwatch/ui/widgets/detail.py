@@ -100,6 +100,8 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
     t.append(label, "bold")
     if view is not None:
         bits = [view.benchmark, view.org, view.platform, view.division]
+        if view.stands_for is not None:  # the campaign's `mlperf:`: what RCP and the target judge it as
+            bits.append(f"stands for {view.stands_for.describe()}")
         t.append("   " + " · ".join(b for b in bits if b))
         t.append("\n")
         ttt = view.time_to_train_ms
