@@ -190,6 +190,30 @@ def as_bert_results(texts: list[str], folder: Path) -> Path:
     return folder
 
 
+def checker_says(texts: list[str], tmp_path: Path) -> tuple[bool, float, list[float]]:
+    """mlperf_logging on these runs as bert: its RCP checker's verdict and factor on the folder (the package
+    checker's call: pruned RCPs, bert in samples), and its per-file count of samples to converge."""
+    folder = as_bert_results(texts, tmp_path / "as-bert" / "bert")
+    logging.disable(logging.WARNING)
+    try:
+        ok, _msg, norm = rc.check_directory(str(folder), "training", "2.1.0", False, True, rcp_pass="pruned_rcps")
+        samples = [float(rc.read_submission_file(str(folder / f"result_{i}.txt"), "2.1.0", True)[1])
+                   for i in range(len(texts))]
+    finally:
+        logging.disable(logging.NOTSET)
+    return ok, float(norm), samples
+
+
+def stand_in_logdir(tmp_path: Path, texts: list[str], campaign: str = STANDIN) -> Path:
+    """A campaign LOGDIR (its plan) whose runs `bertlike.rN` logged `texts` (each run's mllog.txt)."""
+    logdir = planned(tmp_path, campaign)
+    for i, text in enumerate(texts):
+        log = logdir / f"bertlike.r{i}" / "mllog.txt"
+        log.parent.mkdir()
+        log.write_text(text, encoding="latin-1")
+    return logdir
+
+
 def olympic(values: list[float]) -> float:
     kept = sorted(values)[1:-1] if len(values) > 2 else values
     return sum(kept) / len(kept)
@@ -204,17 +228,7 @@ def test_live_projection_judges_the_runs_as_the_campaigns_benchmark(
     from perfwatch.core.results.live_rcp import projection_for
 
     texts = bert_logs(mlperf_logs / BERT, factor, named)
-    # what mlperf_logging says of these runs as bert: its checker on the folder, its epoch (sample) counting per file
-    expected_folder = as_bert_results(texts, tmp_path / "as-bert" / "bert")
-    logging.disable(logging.WARNING)
-    try:
-        ok, _msg, norm = rc.check_directory(str(expected_folder), "training", "2.1.0", False, True,
-                                            rcp_pass="pruned_rcps")
-        samples = [float(rc.read_submission_file(str(expected_folder / f"result_{i}.txt"), "2.1.0", True)[1])
-                   for i in range(10)]
-    finally:
-        logging.disable(logging.NOTSET)
-
+    ok, norm, samples = checker_says(texts, tmp_path)  # what mlperf_logging says of these runs as bert
     logdir = planned(tmp_path, STANDIN)
     session = attach_session(logdir, control=False)  # the plan is all a later attach knows the benchmark from
     book = session.book
@@ -222,7 +236,7 @@ def test_live_projection_judges_the_runs_as_the_campaigns_benchmark(
         log = logdir / f"bertlike.r{i}" / "mllog.txt"
         log.parent.mkdir()
         log.write_text(text, encoding="latin-1")
-        book.feed_file(log, text.encode("latin-1"))
+        book.feed_file(log, text.encode("latin-1"))  # run by run, as the watcher hands them over
         view = book.get(f"bertlike.r{i}").view()
         assert view.benchmark == named and view.stands_for is not None and view.stands_for.benchmark == "bert"
         assert view.target is not None and view.target.value == 0.72 and "mlperf: bert" in view.target.source
@@ -254,13 +268,12 @@ def test_without_the_key_nothing_is_projected_and_a_log_naming_its_benchmark_win
     texts = bert_logs(mlperf_logs / BERT, 0.015, "mlm_arith")
     plain = tmp_path / "plain"
     plain.mkdir()
-    logdir = planned(plain, STANDIN.replace("mlperf: {benchmark: bert, ruleset: 2.1.0, division: closed}", ""))
+    logdir = stand_in_logdir(plain, texts, STANDIN.replace("mlperf: {benchmark: bert, ruleset: 2.1.0, division: closed}",
+                                                           ""))
     book = attach_session(logdir, control=False).book
-    for i, text in enumerate(texts):
+    for i in range(10):
         log = logdir / f"bertlike.r{i}" / "mllog.txt"
-        log.parent.mkdir()
-        log.write_text(text, encoding="latin-1")
-        book.feed_file(log, text.encode("latin-1"))
+        book.feed_file(log, log.read_bytes())
     assert book.get("bertlike.r9").view().stands_for is None
     assert projection_for(book.views(), "bertlike.r9") is None  # only the campaign's key gives one
 
@@ -299,12 +312,7 @@ def test_launch_headless_prints_the_projection_as_runs_stop(tmp_path: Path, mlpe
             mlperf: {{benchmark: bert, ruleset: 2.1.0}}
         """)
     monkeypatch.chdir(ROOT)
-    logging.disable(logging.WARNING)
-    try:
-        ok, _msg, norm = rc.check_directory(str(as_bert_results(texts, tmp_path / "as-bert" / "bert")), "training",
-                                            "2.1.0", False, True, rcp_pass="pruned_rcps")
-    finally:
-        logging.disable(logging.NOTSET)
+    ok, norm, _samples = checker_says(texts, tmp_path)
     assert main(["launch", str(path), "--headless", "--logdir", str(tmp_path / "logdir")]) == 0
     out = capsys.readouterr().out
     rcp_lines = [ln for ln in out.splitlines() if "RCP as bert (MLPerf Training 2.1, closed): " in ln]
@@ -313,3 +321,30 @@ def test_launch_headless_prints_the_projection_as_runs_stop(tmp_path: Path, mlpe
     assert ok and norm > 1.0
     assert f"will be normalised ×{norm:.3f}" in rcp_lines[-1] and "10 of 10 runs converged, 0 to go" in rcp_lines[-1]
     assert len(rcp_lines) == len(set(rcp_lines))  # printed when it changes, never twice the same
+
+
+
+async def test_campaign_view_and_detail_show_the_stand_in(tmp_path: Path, mlperf_logs: Path,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual.widgets import DataTable
+    from ui_helpers import attach_app, screen_text, table, until
+
+    from perfwatch.ui.screens.groups import GroupsScreen
+
+    monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
+    texts = bert_logs(mlperf_logs / BERT, 0.015, "mlm_arith")
+    _ok, norm, _samples = checker_says(texts, tmp_path)
+    app = attach_app(stand_in_logdir(tmp_path, texts), theme="dark")
+    async with app.run_test(size=(200, 40)) as pilot:
+        await until(pilot, lambda: len(table(app).visible_ids) == 10, "10 runs")
+        await until(pilot, lambda: "stands for bert (MLPerf Training 2.1, closed)" in screen_text(app),
+                    "the run detail naming the benchmark it stands for")
+        await pilot.press("g")
+        await until(pilot, lambda: isinstance(app.screen, GroupsScreen), "the campaign view")
+        screen = app.screen
+        await until(pilot, lambda: len(screen.rows) == 1, "one group")
+        screen.query_one(DataTable).move_cursor(row=0)
+        expected = f"RCP as bert (MLPerf Training 2.1, closed) (the campaign's mlperf:): will be normalised ×{norm:.3f}"
+        await until(pilot, lambda: expected in screen_text(app), "the group's projection as bert")
+        text = screen_text(app)
+        assert "bert (stand-in)" in text and "10/10" in text  # stopped/runs; MLPerf's 10 runs for bert
