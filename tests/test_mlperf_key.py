@@ -348,3 +348,16 @@ async def test_campaign_view_and_detail_show_the_stand_in(tmp_path: Path, mlperf
         await until(pilot, lambda: expected in screen_text(app), "the group's projection as bert")
         text = screen_text(app)
         assert "bert (stand-in)" in text and "10/10" in text  # stopped/runs; MLPerf's 10 runs for bert
+
+
+def test_a_planted_or_unknown_entry_in_perfwatch_json_is_not_used(tmp_path: Path) -> None:
+    logdir = planned(tmp_path)
+    plain = json.loads((logdir / "perfwatch.json").read_text())
+    plain["runs"][0]["mlperf"] = {"benchmark": "../../../etc/x", "ruleset": "2.1.0", "division": "closed"}
+    plain["runs"][1]["mlperf"] = {"benchmark": "bert", "ruleset": "../../x", "division": "closed"}
+    plain["runs"][2]["mlperf"] = {"benchmark": "bert", "ruleset": "6.1.0", "division": "closed"}  # 6.1.0 has no bert
+    plain["runs"][3]["mlperf"] = {"benchmark": "bert", "ruleset": "2.1.0", "division": "closed"}
+    (logdir / "perfwatch.json").write_text(json.dumps(plain))
+    data = registry.read(logdir)
+    assert data is not None
+    assert {k: (v.benchmark, v.ruleset) for k, v in data.stand_ins().items()} == {"plain.r0": ("bert", "2.1.0")}

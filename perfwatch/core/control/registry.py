@@ -36,7 +36,7 @@ from perfwatch.core.control.paths import run_id_problem
 from perfwatch.core.control.states import RunState
 from perfwatch.core.ingest.discover import open_regular
 from perfwatch.core.layout import LOCK_FILE, REGISTRY_FILE, write_json_atomic
-from perfwatch.core.mlperf.rulesets import StandsFor
+from perfwatch.core.mlperf.rulesets import StandsFor, stands_for
 from perfwatch.core.mlperf.targets import Target
 
 FORMAT = 1
@@ -179,8 +179,20 @@ class Registry(msgspec.Struct, kw_only=True):
         return {r.run_id: r.target for r in self.runs if r.target is not None}
 
     def stand_ins(self) -> dict[str, StandsFor]:
-        """Run id -> the MLPerf benchmark its job stands for (campaign key `mlperf`)."""
-        return {r.run_id: r.mlperf for r in self.runs if r.mlperf is not None}
+        """Run id -> the MLPerf benchmark its job stands for (campaign key `mlperf`). Entries that this
+        mlperf_logging does not know (an edited or planted file, a ruleset newer than the installed
+        package) are left out: their names would become paths into mlperf_logging's data."""
+        out = {}
+        for r in self.runs:
+            sf = r.mlperf
+            if sf is None or sf.division not in ("open", "closed"):
+                continue
+            try:
+                if stands_for(sf.benchmark, sf.ruleset, sf.division) == sf:
+                    out[r.run_id] = sf
+            except ValueError:  # UnknownBenchmark, UnknownRuleset
+                continue
+        return out
 
 
 def new_registry(campaign: Campaign, logdir: Path) -> Registry:
