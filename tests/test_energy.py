@@ -85,7 +85,8 @@ def test_energy_to_train_integrates_power_when_there_is_no_counter(
     assert row["gpus"] == [0, 1]
     assert main(["report", str(tmp_path / "logdir")]) == 0
     table = capsys.readouterr().out
-    assert "kJ" in table.splitlines()[1] and "1.0" in table
+    assert "kJ" in table.splitlines()[1] and "1.00" in table
+    assert "kJ of mlp.r0: GPU energy from run_start to run_stop, ∫power, estimated" in table  # and how
 
 
 def test_energy_to_train_uses_the_counter_between_samples(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -99,6 +100,8 @@ def test_energy_to_train_uses_the_counter_between_samples(tmp_path: Path, capsys
     assert row["energy_to_train_kj"] == pytest.approx(0.050)
     assert row["samples_per_j"] == pytest.approx(500 / 50.0)
     assert row["energy_method"] == COUNTER
+    assert main(["report", str(tmp_path / "logdir")]) == 0
+    assert "kJ of mlp.r0: GPU energy from run_start to run_stop, NVML counter" in capsys.readouterr().out
 
 
 def test_a_counter_that_goes_backwards_falls_back_to_power() -> None:
@@ -182,3 +185,118 @@ def test_a_gpu_without_the_energy_counter_says_why(tmp_path: Path) -> None:
     (rec,) = read_telemetry(tmp_path / "r")
     assert "energy_mj" not in rec["gpus"][0]
     assert rec["gpus"][0]["na"]["energy_mj"] == "not supported by this GPU or driver"
+
+
+# ---- the live view: runs table, detail pane and --headless show the energy the report shows ---------------------
+def energy_logdir(root: Path) -> Path:
+    """Three finished run folders: a GPU with the energy counter, a GPU without it, a CPU-only run."""
+    logdir = root / "logdir"
+    for name in ("gpu.r0", "pow.r0", "cpu.r0"):
+        (logdir / name).mkdir(parents=True)
+    # counter 1000 J + 250 J/s (in mJ) at t = 0..10 s; the power readings (a flat 999 W) must not be used
+    _telemetry(logdir / "gpu.r0", [[{"index": 0, "power_w": 999.0, "energy_mj": 1_000_000 + 250_000 * i}]
+                                   for i in range(11)])
+    _mllog(logdir / "gpu.r0" / "mllog.txt", T0 + 2.5, T0 + 7.5, samples=5000)
+    # no counter: 100 + 10 t W at t = 0..10 s
+    _telemetry(logdir / "pow.r0", [[{"index": 0, "power_w": 100.0 + 10 * i}] for i in range(11)])
+    _mllog(logdir / "pow.r0" / "mllog.txt", T0 + 2.5, T0 + 7.5, samples=1500)
+    # a CPU-only run: its telemetry has the process tree but no GPU
+    with open(logdir / "cpu.r0" / "telemetry.jsonl", "w") as f:
+        for i in range(11):
+            f.write(json.dumps({"time": T0 + i, "run": "cpu.r0", "cpu_percent": 100.0, "rss": 1 << 30,
+                                "gpus": []}) + "\n")
+    _mllog(logdir / "cpu.r0" / "mllog.txt", T0 + 2.5, T0 + 7.5, samples=800)
+    return logdir
+
+
+# by hand, from the numbers written above:
+# gpu.r0: counter at 2.5 s = 1000 + 625 J, at 7.5 s = 1000 + 1875 J -> 1250 J = 1.25 kJ; 5000 samples / 1250 J = 4;
+#         whole recording 0..10 s: 2500 J = 2.50 kJ
+# pow.r0: ∫_{2.5}^{7.5} (100 + 10 t) dt = 500 + 5·(56.25 − 6.25) = 750 J = 0.75 kJ; 1500 / 750 = 2 samples/J;
+#         whole recording: 100·10 + 5·100 = 1500 J = 1.50 kJ
+GPU_LINE = "energy-to-train 1.25 kJ (NVML counter) · 4 samples/J · whole run 2.50 kJ"
+POW_LINE = "energy-to-train 0.75 kJ (∫power, estimated) · 2 samples/J · whole run 1.50 kJ"
+
+
+@pytest.fixture
+def _config_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
+
+
+@pytest.mark.usefixtures("_config_home")
+async def test_runs_table_and_detail_show_energy_to_train_and_how_it_was_measured(tmp_path: Path) -> None:
+    from ui_helpers import attach_app, screen_text, table, until
+
+    app = attach_app(energy_logdir(tmp_path), theme="dark")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, lambda: len(table(app).visible_ids) == 3, "3 runs")
+        await until(pilot, lambda: table(app)._rows["pow.r0"].cells["energy"] == "0.75 kJ", "pow.r0's energy")
+        rows = table(app)._rows
+        assert rows["gpu.r0"].cells["energy"] == "1.25 kJ"
+        assert rows["cpu.r0"].cells["energy"] == "–"  # no GPU: no energy, none invented
+        header = screen_text(app).splitlines()[1]
+        assert "energy" in header and "ttt/elapsed" in header
+        for rid, line in (("gpu.r0", GPU_LINE), ("pow.r0", POW_LINE)):
+            table(app).select(rid)
+            await until(pilot, lambda line=line: line in screen_text(app), f"{rid}'s energy line")
+        table(app).select("cpu.r0")
+        await until(pilot, lambda: "cpu.r0   state" in screen_text(app), "cpu.r0's detail")
+        assert "energy-to-train" not in screen_text(app)
+        # the compare screen (every run marked, `c`) puts the same numbers side by side
+        table(app).select("cpu.r0")
+        await pilot.press("space", "down", "space", "down", "space", "c")
+        await until(pilot, lambda: "energy-to-train" in screen_text(app), "the compare screen's energy column")
+        from textual.widgets import DataTable
+
+        compare = app.screen.query_one(DataTable)
+        assert {compare.get_row(rid)[0]: compare.get_row(rid)[-1] for rid in ("cpu.r0", "gpu.r0", "pow.r0")} == {
+            "cpu.r0": "–", "gpu.r0": "1.25 kJ", "pow.r0": "0.75 kJ"}
+
+
+@pytest.mark.usefixtures("_config_home")
+async def test_the_energy_column_is_hidden_while_no_run_has_energy(tmp_path: Path) -> None:
+    from ui_helpers import attach_app, screen_text, table, until
+
+    logdir = energy_logdir(tmp_path)
+    for name in ("gpu.r0", "pow.r0"):
+        for f in (logdir / name).iterdir():
+            f.unlink()
+        (logdir / name).rmdir()
+    app = attach_app(logdir, theme="dark")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, lambda: table(app).visible_ids == ["cpu.r0"], "the CPU run")
+        await until(pilot, lambda: app.main.settled, "every row painted")
+        header = screen_text(app).splitlines()[1]
+        assert "ttt/elapsed" in header and "energy" not in header
+
+
+def test_headless_prints_energy_to_train_live_and_at_the_end(tmp_path: Path) -> None:
+    from test_attach import perfwatch
+    from test_launch_helpers import kill_groups, wait_for
+
+    logdir = energy_logdir(tmp_path)
+    # a run still training: its run_stop is appended once perfwatch follows it
+    (logdir / "live.r0").mkdir()
+    _mllog(logdir / "live.r0" / "mllog.txt", T0 + 2.5, T0 + 7.5, samples=100)
+    lines = (logdir / "live.r0" / "mllog.txt").read_text().splitlines(keepends=True)
+    (logdir / "live.r0" / "mllog.txt").write_text("".join(lines[:-1]))
+    out = tmp_path / "attach.out"
+    at = perfwatch("attach", str(logdir), "--headless", out=out)
+    try:
+        # while following: a line per run once its energy-to-train is final
+        assert wait_for(lambda: "pow.r0                   energy    energy-to-train 0.750 kJ (∫power, estimated)"
+                        "  2 samples/J" in out.read_text(), timeout=60), out.read_text()
+        assert "gpu.r0                   energy    energy-to-train 1.250 kJ (NVML counter)  4 samples/J" in \
+            out.read_text()
+        assert at.poll() is None
+        with open(logdir / "live.r0" / "mllog.txt", "a") as f:
+            f.write(lines[-1])
+        assert wait_for(lambda: at.poll() is not None, timeout=60), out.read_text()
+        text = out.read_text()
+        assert at.returncode == 0, text
+        final = {ln.split("]", 1)[1].split()[0]: ln for ln in text.splitlines() if "stopped  success" in ln}
+        assert final["gpu.r0"].endswith("energy-to-train 1.250 kJ (NVML counter)  4 samples/J")
+        assert final["pow.r0"].endswith("energy-to-train 0.750 kJ (∫power, estimated)  2 samples/J")
+        assert "energy" not in final["cpu.r0"]
+    finally:
+        kill_groups({at.pid})

@@ -8,7 +8,7 @@ if a detached scheduler still owns it, it controls it through requests
 
 `LiveEngine` is the one data path both front ends drive (the TUI and `--headless`): it owns
 the log watcher, the `RunBook`, controller polling, device telemetry and the selected run's
-`telemetry.jsonl`, all on its own thread, and hands out immutable `LiveSnapshot`s plus typed
+`telemetry.jsonl`, every run's GPU energy (core/measure/energy.py), all on its own thread, and hands out immutable `LiveSnapshot`s plus typed
 `EngineError`s ("cannot read X: why") for the front end to show. Front ends only present.
 """
 
@@ -32,6 +32,7 @@ from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.tail import LineBatch
 from perfwatch.core.ingest.watch import LogWatcher
 from perfwatch.core.layout import RUN_LOGS, TELEMETRY_FILE
+from perfwatch.core.measure.energy import EnergyFollower, RunEnergy
 from perfwatch.core.measure.eta import Eta, eta_to_target
 from perfwatch.core.model.book import RunBook, iter_line_batches
 from perfwatch.core.model.view import RunView
@@ -130,6 +131,11 @@ def telemetry_path(view: RunView | None, proc: ProcInfo | None) -> Path | None:
     return None
 
 
+def energy_path(view: RunView) -> Path:
+    """The telemetry.jsonl beside a run's log: where `report` reads its energy too (one number)."""
+    return Path(view.path).parent / TELEMETRY_FILE
+
+
 # ---- what the engine hands out ------------------------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class EngineError:
@@ -169,6 +175,9 @@ class LiveSnapshot:
     selected: SelectedRun
     errors: tuple[EngineError, ...]  # the most recent ones, oldest first
     ready: bool  # the first full read of every log is done
+    # by run id: GPU energy-to-train and whole-run energy from the telemetry.jsonl beside its log
+    # (core/measure/energy.py, the computation `report` uses); no entry: no GPU energy recorded
+    energy: Mapping[str, RunEnergy]
 
     def run_ids(self) -> list[str]:
         """Every run known from its log or its process, logs' order first."""
@@ -212,6 +221,7 @@ class LiveEngine:
         sampler_interval: float = 1.0,
         control_interval: float = 0.5,
         follow_interval: float = 1.0,
+        energy_interval: float = 2.0,
         watch_min_interval: float = 0.0,
         watcher_factory: WatcherFactory | None = None,
     ) -> None:
@@ -223,6 +233,7 @@ class LiveEngine:
         self.sampler_interval = sampler_interval
         self.control_interval = control_interval
         self.follow_interval = follow_interval
+        self.energy_interval = energy_interval
         self.watch_min_interval = watch_min_interval
         self._watcher_factory = watcher_factory
         self.ready = threading.Event()  # set once the first full read of the logs has been applied
@@ -259,6 +270,10 @@ class LiveEngine:
         self._next_follow = 0.0
         self._selected: SelectedRun = _NO_SELECTION
         self._follower: TelemetryFollower | None = None
+        self._energy: dict[str, RunEnergy] = {}
+        self._energy_followers: dict[str, EnergyFollower] = {}
+        self._energy_keys: dict[str, tuple[object, ...]] = {}
+        self._next_energy = 0.0
 
     # ---- lifecycle --------------------------------------------------------------------------------
     def start(self, on_update: Callable[[], None] | None = None, *, threaded: bool = True) -> LiveEngine:
@@ -296,6 +311,8 @@ class LiveEngine:
             self._watcher = None
         if self._follower is not None:
             self._follower.close()
+        for follower in self._energy_followers.values():
+            follower.close()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -310,6 +327,8 @@ class LiveEngine:
     def _idle_timeout(self) -> float:
         now = time.monotonic()
         due = [self._next_follow] if self._follower is not None else []
+        if self._energy_followers:
+            due.append(self._next_energy)
         if self.controller is not None:
             due.append(self._next_poll)
         if not due:
@@ -405,6 +424,9 @@ class LiveEngine:
             if run is not None:
                 view = self._views[rid] = run.view()
                 self._update_eta(rid, view)
+        if self._views and now >= self._next_energy:
+            self._next_energy = now + self.energy_interval
+            changed |= self._update_energy()
         devices = False
         if sample is not None:
             self._devices, devices = sample, True
@@ -427,6 +449,31 @@ class LiveEngine:
         if self._eta_keys.get(run_id) != key:
             self._eta_keys[run_id] = key
             self._etas[run_id] = eta_to_target(view)
+
+    def _update_energy(self) -> set[str]:
+        """Read what every run's telemetry.jsonl gained; recompute the energy of runs whose readings
+        or run_start/run_stop/samples changed. Returns the runs whose energy changed."""
+        changed: set[str] = set()
+        for rid, view in self._views.items():
+            follower = self._energy_followers.get(rid)
+            if follower is None or follower.path != energy_path(view):
+                if follower is not None:
+                    follower.close()
+                follower = self._energy_followers[rid] = EnergyFollower(energy_path(view))
+            follower.poll()
+            key = (follower.version, view.run_start_ms, view.run_stop_ms, view.samples)
+            if self._energy_keys.get(rid) == key:
+                continue
+            self._energy_keys[rid] = key
+            energy = follower.energy(view)
+            old = self._energy.get(rid)
+            if energy.to_train is None and energy.whole is None:
+                self._energy.pop(rid, None)
+            else:
+                self._energy[rid] = energy
+            if self._energy.get(rid) != old:
+                changed.add(rid)
+        return changed
 
     def _first_time(self, error: EngineError) -> bool:
         """The same message is shown once, not every second while the problem lasts."""
@@ -489,7 +536,7 @@ class LiveEngine:
             controlled=self.controller is not None, views=MappingProxyType(dict(self._views)),
             etas=MappingProxyType(dict(self._etas)),
             procs=MappingProxyType(dict(self._procs)), devices=self._devices, selected=self._selected,
-            errors=tuple(self._errors), ready=ready,
+            errors=tuple(self._errors), ready=ready, energy=MappingProxyType(dict(self._energy)),
         )
         with self._out_lock:
             first = self._snapshot is None

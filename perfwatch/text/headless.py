@@ -22,10 +22,12 @@ from typing import TYPE_CHECKING, Any, TextIO
 from perfwatch.core.control import registry
 from perfwatch.core.control.controller import ClientController, Controller, ProcInfo, RunState
 from perfwatch.core.control.scheduler import Scheduler
-from perfwatch.core.engine import LiveEngine, Session, Update, reread
+from perfwatch.core.engine import LiveEngine, Session, Update, energy_path, reread
+from perfwatch.core.measure.energy import RunEnergy, run_energy
 from perfwatch.core.measure.eta import Eta
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import RunView
+from perfwatch.core.telemetry.jsonl import read_telemetry
 
 if TYPE_CHECKING:
     from perfwatch.core.model.view import EvalPoint
@@ -49,10 +51,26 @@ def _eval_text(view: RunView | None) -> str:
     return text
 
 
+def _energy_text(energy: RunEnergy | None) -> str:
+    """GPU energy-to-train, how it was measured, samples per joule: the numbers `report` shows."""
+    ett = energy.to_train if energy is not None else None
+    if ett is None:
+        return ""
+    text = f"{'energy-to-train' if ett.finished else 'energy so far'} {ett.energy.kj:.3f} kJ ({ett.energy.how})"
+    spj = ett.samples_per_joule
+    return text + (f"  {spj:.4g} samples/J" if spj is not None else "")
+
+
+def _disk_energy(view: RunView) -> RunEnergy:
+    """A run's energy from its whole telemetry.jsonl, as `report` reads it (final lines and tables)."""
+    return run_energy(view, read_telemetry(energy_path(view)))
+
+
 class _Printer:
     def __init__(self, out: TextIO, t0: float) -> None:
         self.out, self.t0 = out, t0
         self.last: dict[str, tuple[RunState, str | None]] = {}
+        self.energy_shown: set[str] = set()
         self.stopped: set[str] = set()  # runs whose run_stop was seen (their group's RCP projection printed)
         self.projected: dict[str, str] = {}  # group -> the RCP projection printed last
 
@@ -73,6 +91,13 @@ class _Printer:
 
     def line(self, text: str) -> None:
         print(f"[{_fmt_s(time.time() - self.t0):>7}] {text}", file=self.out, flush=True)
+
+    def energy(self, energy: Mapping[str, RunEnergy]) -> None:
+        """A line per run once its energy-to-train is final (run_stop logged, the samples reach it)."""
+        for rid, e in energy.items():
+            if rid not in self.energy_shown and e.to_train is not None and e.to_train.complete:
+                self.energy_shown.add(rid)
+                self.line(f"{rid:<24} {'energy':<8}  {_energy_text(e)}")
 
     def changes(self, procs: Mapping[str, ProcInfo], views: Mapping[str, RunView]) -> None:
         for rid, info in procs.items():
@@ -112,7 +137,8 @@ def final_book(session: Session) -> RunBook:
 
 def summary(procs: Mapping[str, ProcInfo], book: RunBook, out: TextIO) -> bool:
     """Print the final per-run table; True if every run succeeded."""
-    header = f"{'run':<24} {'state':<9} {'exit':>5} {'target':<8} {'time-to-train':>13} {'attempt':>7}  reason"
+    header = (f"{'run':<24} {'state':<9} {'exit':>5} {'target':<8} {'time-to-train':>13} {'energy kJ':>10} "
+              f"{'attempt':>7}  reason")
     print(header, file=out)
     print("-" * len(header), file=out)
     ok = bool(procs)
@@ -122,8 +148,10 @@ def summary(procs: Mapping[str, ProcInfo], book: RunBook, out: TextIO) -> bool:
         reached = "-" if view is None or view.target is None else ("yes" if view.target_reached else "no")
         ttt = view.time_to_train_ms / 1000 if view and view.time_to_train_ms is not None else None
         code = "-" if info.exit_code is None else str(info.exit_code)
-        print(f"{rid:<24} {info.state.value:<9} {code:>5} {reached:<8} {_fmt_s(ttt):>13} {info.attempt:>7}  "
-              f"{info.reason or ''}", file=out)
+        ett = _disk_energy(view).to_train if view is not None else None
+        kj = f"{ett.energy.kj:.3f}" if ett is not None else "-"  # GPU energy-to-train; "-": no GPU energy
+        print(f"{rid:<24} {info.state.value:<9} {code:>5} {reached:<8} {_fmt_s(ttt):>13} {kj:>10} "
+              f"{info.attempt:>7}  {info.reason or ''}", file=out)
         ok = ok and info.state is RunState.SUCCEEDED
     print(f"{'all runs succeeded' if ok else 'NOT all runs succeeded'}", file=out, flush=True)
     return ok
@@ -230,7 +258,7 @@ def _report_logs(session: Session, printer: _Printer, out: TextIO) -> bool:
     views = final_book(session).views()
     for v in views:
         printer.line("  ".join(x for x in (f"{v.run_id:<24} {v.phase:<8} {v.run_status or '-':<8}", _eval_text(v),
-                                           _numbers(v)) if x))
+                                           _numbers(v), _energy_text(_disk_energy(v))) if x))
     ok = bool(views) and all(v.run_status == "success" for v in views)
     print(f"{len(views)} runs; {'all succeeded' if ok else 'NOT all succeeded'}", file=out, flush=True)
     return ok
@@ -287,12 +315,15 @@ def follow_logs(session: Session, out: TextIO, *, tick: float = 0.25, status_eve
         views: Mapping[str, RunView] = update.snapshot.views if update else _views(engine)
         if not once and not drive.interrupted and not _all_stopped(views):
             logs.snapshot(views)
+            if engine.snapshot is not None:  # the backlog's updates were taken above: the latest snapshot
+                printer.energy(engine.snapshot.energy)
             next_status = time.time() + status_every
             while not _all_stopped(views) and not drive.interrupted:
                 update = drive.next()
                 if update is not None:
                     views = update.snapshot.views
                     logs.changes(views, update.changed, update.snapshot.etas)
+                    printer.energy(update.snapshot.energy)
                 if time.time() >= next_status:
                     logs.status(views)
                     next_status = time.time() + status_every
@@ -333,6 +364,8 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
             views = snap.views if snap is not None else views
             printer.changes(procs, views)
             printer.rcp(views)
+            if snap is not None:
+                printer.energy(snap.energy)
             problem = getattr(ctl, "write_error", None)  # the owner could not write perfwatch.json
             if problem != shown_problem:
                 printer.line(f"cannot write perfwatch.json: {problem}; the runs go on, retrying" if problem

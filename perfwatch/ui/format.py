@@ -20,6 +20,7 @@ from perfwatch.core.model.run import RunView
 from perfwatch.text.escape import scrub
 
 if TYPE_CHECKING:
+    from perfwatch.core.measure.energy import RunEnergy
     from perfwatch.core.measure.mfu import Overrides
     from perfwatch.core.telemetry.types import Snapshot
 
@@ -33,9 +34,11 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
     ("mfu", "MFU", 6),
     ("eval", "eval/target", 16),
     ("time", "ttt/elapsed", 11),
+    ("energy", "energy", 9),
     ("eta", "ETA", 14),
 )
-NARROW_HIDE = ("tp_avg", "mfu", "eta")  # dropped first when the terminal is narrow
+NARROW_HIDE = ("tp_avg", "mfu", "eta", "energy")  # dropped first when the terminal is narrow
+OPTIONAL = ("energy",)  # shown only while some run has a value (GPU energy: none on CPU-only runs)
 STATUS_CLASSES = ("queued", "running", "paused", "reached", "done", "failed", "stalled")
 _SYMBOL = {
     "queued": "·", "running": "▶", "paused": "‖", "reached": "✓",
@@ -78,6 +81,38 @@ def fmt_value(v: float | None) -> str:
     if v is None or not math.isfinite(v):
         return "–"
     return f"{v:.4g}"
+
+
+def fmt_energy(kj: float | None) -> str:
+    """kJ as the live view shows it: "0.05 kJ", "12.3 kJ", "999 kJ", "1.23 MJ"."""
+    if kj is None or not math.isfinite(kj):
+        return "–"
+    if kj >= 1000:
+        return f"{kj / 1000:.2f} MJ"
+    return f"{kj:.2f} kJ" if kj < 10 else f"{kj:.1f} kJ" if kj < 100 else f"{kj:.0f} kJ"
+
+
+def energy_cell(energy: RunEnergy | None) -> str:
+    """The runs table's energy: GPU energy-to-train (so far, while the run trains); "–" without one."""
+    ett = energy.to_train if energy is not None else None
+    return fmt_energy(ett.energy.kj) if ett is not None else "–"
+
+
+def energy_text(energy: RunEnergy | None) -> str:
+    """The detail line: energy-to-train, how it was measured, samples per joule, the whole run's energy."""
+    if energy is None:
+        return ""
+    parts = []
+    ett, whole = energy.to_train, energy.whole
+    if ett is not None:
+        name = "energy-to-train" if ett.finished else "energy so far"
+        parts.append(f"{name} {fmt_energy(ett.energy.kj)} ({ett.energy.how})")
+        spj = ett.samples_per_joule
+        if spj is not None:
+            parts.append(f"{spj:.3g} samples/J")
+    if whole is not None and (ett is None or fmt_energy(whole.kj) != fmt_energy(ett.energy.kj)):
+        parts.append(f"whole run {fmt_energy(whole.kj)}" + ("" if ett is not None else f" ({whole.how})"))
+    return " · ".join(parts)
 
 
 def status_of(view: RunView | None, proc: ProcInfo | None) -> tuple[str, str]:
@@ -162,7 +197,7 @@ def mfu_for(view: RunView | None, proc: ProcInfo | None, snapshot: Snapshot | No
 
 
 def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mfu: float | None = None,
-             eta: Eta | None = None) -> Row:
+             eta: Eta | None = None, energy: RunEnergy | None = None) -> Row:
     status, label = status_of(view, proc)
     label = f"{_SYMBOL[status]} {label}"
     shown_id = scrub(run_id)  # a run id is a file or folder name: it may hold control characters
@@ -184,6 +219,7 @@ def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mf
         "mfu": "–" if mfu is None else (f"{mfu * 100:.1f}%" if mfu < 0.1 else f"{mfu * 100:.0f}%"),
         "eval": eval_cell(view),
         "time": time_cell,
+        "energy": energy_cell(energy),
         "eta": eta_cell(view, eta),
     }
     sort = {

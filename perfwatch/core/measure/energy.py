@@ -10,20 +10,38 @@ result says so: at 1 Hz that misses anything shorter than a second.
 Readings are interpolated linearly to the window's ends, so a run whose samples are a second apart
 still gets its energy from run_start to run_stop, not from sample to sample. Only the part of the window
 the samples cover is counted (`covered_s` says how much that is).
+
+One computation for every front end: `report` (`energy_columns`, over the records of the whole file)
+and the live engine (`EnergyFollower`, which keeps only each GPU's (time, counter, power) readings as
+the file grows) both end in `_run_energy` over the same per-GPU series, so the TUI, `--headless` and
+`report` show the same number for the same telemetry.jsonl.
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import msgspec
 
+from perfwatch.core.ingest.tail import FileTail
 from perfwatch.core.model.view import RunView
 
 COUNTER = "energy counter"
 POWER = "power integrated over time (no energy counter)"
+# how each method is named next to a number on screen ("1.20 kJ (NVML counter)")
+HOW = {COUNTER: "NVML counter", POWER: "∫power, estimated"}
+
+
+def how(method: str) -> str:
+    """A method, short, as every front end names it: "NVML counter", "∫power, estimated", or both."""
+    return " + ".join(HOW.get(m, m) for m in method.split(" + "))
+
+
+_Series = dict[Any, list[tuple[float, float | None, float | None]]]
 
 
 class Energy(msgspec.Struct, frozen=True):
@@ -39,6 +57,10 @@ class Energy(msgspec.Struct, frozen=True):
     def kj(self) -> float:
         return self.joules / 1000.0
 
+    @property
+    def how(self) -> str:
+        return how(self.method)
+
 
 class EnergyToTrain(msgspec.Struct, frozen=True):
     """From run_start to run_stop (or to the latest sample while the run trains)."""
@@ -52,6 +74,18 @@ class EnergyToTrain(msgspec.Struct, frozen=True):
         if self.samples is None or self.energy.joules <= 0:
             return None
         return self.samples / self.energy.joules
+
+    @property
+    def complete(self) -> bool:
+        """run_stop is logged and the samples reach it: the number will not change any more."""
+        return self.finished and self.energy.covered_s >= self.energy.span_s
+
+
+class RunEnergy(msgspec.Struct, frozen=True):
+    """What the live view and `report` show about one run's GPU energy (None: not recorded)."""
+
+    to_train: EnergyToTrain | None  # run_start -> run_stop (-> the latest sample while it trains)
+    whole: Energy | None  # every sample of the run's telemetry
 
 
 def _interp(points: Sequence[tuple[float, float]], t: float) -> float:
@@ -69,25 +103,39 @@ def _integrate(points: Sequence[tuple[float, float]], a: float, b: float) -> flo
     return math.fsum((t1 - t0) * (v0 + v1) / 2 for (t0, v0), (t1, v1) in zip(path, path[1:], strict=False))
 
 
-def _gpu_series(records: Iterable[Mapping[str, Any]]) -> dict[Any, list[tuple[float, float | None, float | None]]]:
-    """Per GPU (uuid, else index): (time, energy_mj, power_w) in time order."""
-    out: dict[Any, list[tuple[float, float | None, float | None]]] = {}
-    for rec in records:
-        t = rec.get("time")
-        if not isinstance(t, int | float) or isinstance(t, bool):
+def _add_record(out: _Series, rec: Mapping[str, Any]) -> tuple[bool, bool]:
+    """Append one telemetry record's GPU readings to `out`: (any added, all in time order)."""
+    t = rec.get("time")
+    if not isinstance(t, int | float) or isinstance(t, bool):
+        return False, True
+    added, in_order = False, True
+    for g in rec.get("gpus") or ():
+        if not isinstance(g, dict):
             continue
-        for g in rec.get("gpus") or ():
-            if not isinstance(g, dict):
-                continue
-            key = g.get("uuid") or g.get("index")
-            e, p = g.get("energy_mj"), g.get("power_w")
-            out.setdefault(key, []).append((
-                float(t),
-                float(e) if isinstance(e, int | float) and not isinstance(e, bool) else None,
-                float(p) if isinstance(p, int | float) and not isinstance(p, bool) else None,
-            ))
-    for series in out.values():
-        series.sort(key=lambda x: x[0])
+        key = g.get("uuid") or g.get("index")
+        e, p = g.get("energy_mj"), g.get("power_w")
+        samples = out.setdefault(key, [])
+        in_order = in_order and (not samples or samples[-1][0] <= t)
+        samples.append((
+            float(t),
+            float(e) if isinstance(e, int | float) and not isinstance(e, bool) else None,
+            float(p) if isinstance(p, int | float) and not isinstance(p, bool) else None,
+        ))
+        added = True
+    return added, in_order
+
+
+def _sort(series: _Series) -> None:
+    for samples in series.values():
+        samples.sort(key=lambda x: x[0])  # stable: the same order whether read at once or as it grew
+
+
+def _gpu_series(records: Iterable[Mapping[str, Any]]) -> _Series:
+    """Per GPU (uuid, else index): (time, energy_mj, power_w) in time order."""
+    out: _Series = {}
+    for rec in records:
+        _add_record(out, rec)
+    _sort(out)
     return out
 
 
@@ -95,7 +143,10 @@ def gpu_energy(records: Iterable[Mapping[str, Any]], start: float | None = None,
                end: float | None = None) -> Energy | None:
     """Energy of every GPU in `records` between `start` and `end` (epoch seconds; None = the samples'
     own first / last time). None when no GPU has two readings inside the window."""
-    series = _gpu_series(records)
+    return _series_energy(_gpu_series(records), start, end)
+
+
+def _series_energy(series: _Series, start: float | None, end: float | None) -> Energy | None:
     total: list[float] = []
     methods: set[str] = set()
     covered = 0.0
@@ -127,19 +178,32 @@ def gpu_energy(records: Iterable[Mapping[str, Any]], start: float | None = None,
 
 def energy_to_train(view: RunView, records: Iterable[Mapping[str, Any]]) -> EnergyToTrain | None:
     """GPU energy from the log's run_start to its run_stop (to the latest sample while it trains)."""
+    return _to_train(view, _gpu_series(records))
+
+
+def _to_train(view: RunView, series: _Series) -> EnergyToTrain | None:
     if view.run_start_ms is None:
         return None
     end = view.run_stop_ms / 1000.0 if view.run_stop_ms is not None else None
-    energy = gpu_energy(records, view.run_start_ms / 1000.0, end)
+    energy = _series_energy(series, view.run_start_ms / 1000.0, end)
     if energy is None:
         return None
     return EnergyToTrain(energy, view.samples, view.run_stop_ms is not None)
 
 
+def _run_energy(view: RunView, series: _Series) -> RunEnergy:
+    return RunEnergy(_to_train(view, series), _series_energy(series, None, None))
+
+
+def run_energy(view: RunView, records: Iterable[Mapping[str, Any]]) -> RunEnergy:
+    """Energy-to-train and whole-run GPU energy of one run from its telemetry records."""
+    return _run_energy(view, _gpu_series(records))
+
+
 def energy_columns(view: RunView, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """`report` columns: energy-to-train (kJ), samples per joule, whole-run GPU energy, and how measured."""
-    ett = energy_to_train(view, records)
-    whole = gpu_energy(records)
+    e = run_energy(view, records)
+    ett, whole = e.to_train, e.whole
     return {
         "energy_to_train_kj": ett.energy.kj if ett else None,
         "samples_per_j": ett.samples_per_joule if ett else None,
@@ -147,3 +211,50 @@ def energy_columns(view: RunView, records: Sequence[Mapping[str, Any]]) -> dict[
         "energy_method": (ett.energy.method if ett else whole.method if whole else None),
         "energy_covered_s": ett.energy.covered_s if ett else None,
     }
+
+
+class EnergyFollower:
+    """One run's telemetry.jsonl read as it grows, for the live view's energy (one thread only).
+
+    Keeps each GPU's (time, counter, power) readings only (three numbers a GPU a second) and computes
+    with the same code as `report` (`_run_energy`). Reading goes through the one file tailer, which
+    starts over when the file is replaced (a restarted run's new attempt); the descriptor is released
+    between polls, so following every run of a large campaign holds no file open.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._tail = FileTail(path)
+        self._series: _Series = {}
+        self._sorted = True
+        self.version = 0  # increments when the readings changed
+
+    def poll(self) -> bool:
+        """Read what was appended; True when the readings changed. Unreadable lines are skipped
+        (as `read_telemetry` skips them); a file that cannot be read yields nothing."""
+        changed = False
+        while (batch := self._tail.read()) is not None:
+            if batch.reset and self._series:
+                self._series, self._sorted, changed = {}, True, True
+            for raw in batch.lines:
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    added, in_order = _add_record(self._series, obj)
+                    changed = changed or added
+                    self._sorted = self._sorted and in_order
+        self._tail.release()
+        if changed:
+            self.version += 1
+        return changed
+
+    def energy(self, view: RunView) -> RunEnergy:
+        if not self._sorted:
+            _sort(self._series)
+            self._sorted = True
+        return _run_energy(view, self._series)
+
+    def close(self) -> None:
+        self._tail.close()

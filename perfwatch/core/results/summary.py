@@ -217,7 +217,7 @@ RUN_COLUMNS: list[tuple[str, str, int]] = [
     ("cpu_mean", "CPU %", 0),
     ("gpu_util_mean", "GPU %", 0),
     ("power_mean_w", "W", 0),
-    ("energy_to_train_kj", "kJ", 1),
+    ("energy_to_train_kj", "kJ", 2),  # GPU energy-to-train; how it was measured: energy_lines
     ("compliance", "rules", 0),
     ("bad_lines", "bad", 0),
 ]
@@ -299,11 +299,23 @@ def render(report: Report, fmt: str) -> str:
         return (
             "## Runs\n\n" + _markdown(report.runs, RUN_COLUMNS)
             + "\n\n## Benchmarks\n\n" + _markdown(report.benchmarks, BENCH_COLUMNS)
-            + "\n\n" + "\n".join(f"- {line}" for line in ruleset_lines(report) + peak_lines(report) + time_lines(report))
+            + "\n\n" + "\n".join(f"- {line}" for line in _notes(report))
         )
     return "RUNS\n" + _table(report.runs, RUN_COLUMNS) + "\n\nBENCHMARKS (olympic time-to-train)\n" + _table(
         report.benchmarks, BENCH_COLUMNS
-    ) + "\n" + "\n".join(ruleset_lines(report) + peak_lines(report) + time_lines(report))
+    ) + "\n" + "\n".join(_notes(report))
+
+
+def _notes(report: Report) -> list[str]:
+    return ruleset_lines(report) + peak_lines(report) + energy_lines(report) + time_lines(report)
+
+
+def energy_lines(report: Report) -> list[str]:
+    """How each kJ was measured (measure/energy.py says it), one line per distinct method."""
+    from perfwatch.core.measure.energy import how
+
+    return [f"kJ of {runs}: GPU energy from run_start to run_stop, {how(method)}"
+            for method, runs in _runs_by(report, "energy_to_train_kj", "energy_method").items()]
 
 
 def time_lines(report: Report) -> list[str]:
@@ -314,12 +326,16 @@ def time_lines(report: Report) -> list[str]:
 
 def peak_lines(report: Report) -> list[str]:
     """Which peak each MFU was measured against (measure/mfu.py says it), one line per distinct peak."""
-    by_peak: dict[str, list[str]] = {}
+    return [f"MFU of {runs} against {peak}" for peak, runs in _runs_by(report, "mfu", "peak_used").items()]
+
+
+def _runs_by(report: Report, value: str, why: str) -> dict[str, str]:
+    """Runs that have `value`, grouped by their `why` text: "run_id", or "N runs" when several."""
+    by: dict[str, list[str]] = {}
     for r in report.runs:
-        if r.get("mfu") is not None and r.get("peak_used"):
-            by_peak.setdefault(str(r["peak_used"]), []).append(str(r["run_id"]))
-    return [f"MFU of {runs[0] if len(runs) == 1 else f'{len(runs)} runs'} against {peak}"
-            for peak, runs in by_peak.items()]
+        if r.get(value) is not None and r.get(why):
+            by.setdefault(str(r[why]), []).append(str(r["run_id"]))
+    return {k: runs[0] if len(runs) == 1 else f"{len(runs)} runs" for k, runs in by.items()}
 
 
 def ruleset_lines(report: Report) -> list[str]:

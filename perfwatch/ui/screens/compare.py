@@ -18,10 +18,10 @@ from textual.widgets import DataTable, Footer, Static
 
 from perfwatch.core.engine import LiveEngine, LiveSnapshot
 from perfwatch.core.model.view import RunView
-from perfwatch.ui.format import eta_cell, fmt_duration, fmt_rate, fmt_value, status_of
+from perfwatch.ui.format import energy_cell, eta_cell, fmt_duration, fmt_rate, fmt_value, status_of
 from perfwatch.ui.widgets.plot import Plot, Series
 
-COLUMNS = ("run", "state", "ttt/elapsed", "avg samp/s", "eval/target", "best", "ETA")
+COLUMNS = ("run", "state", "ttt/elapsed", "avg samp/s", "eval/target", "best", "ETA")  # + energy-to-train
 
 
 def short_label(run_id: str, others: Sequence[str]) -> str:
@@ -51,6 +51,7 @@ class CompareScreen(Screen[None]):
         self.run_ids = list(run_ids)
         self.heading = title or f"compare {len(self.run_ids)} runs"
         self._seq = -1
+        self._energy_column = False
 
     def compose(self) -> ComposeResult:
         yield Static(self.heading, id="compare-title")
@@ -86,9 +87,13 @@ class CompareScreen(Screen[None]):
         self.query_one("#compare-eval", Plot).set_series(evals, target, start_ms=0.0)
         self.query_one("#compare-throughput", Plot).set_series(rates, start_ms=0.0)
         table = self.query_one(DataTable)
+        if not self._energy_column and any(rid in snap.energy for rid in self.run_ids):
+            self._energy_column = True  # only when some run has GPU energy (none on CPU-only runs)
+            table.add_column("energy-to-train")
         table.clear()
         for rid, v in views:
-            table.add_row(*_cells(labels[rid], v, snap, rid), key=rid)
+            cells = _cells(labels[rid], v, snap, rid)
+            table.add_row(*cells, *((energy_cell(snap.energy.get(rid)),) if self._energy_column else ()), key=rid)
 
     def action_close(self) -> None:
         self.dismiss(None)

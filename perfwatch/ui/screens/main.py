@@ -147,7 +147,7 @@ class MainScreen(Screen[None]):
         for rid in dirty:
             view, proc = snap.views.get(rid), snap.procs.get(rid)
             rows.append(make_row(rid, view, proc, mfu_for(view, proc, snap.devices, self._mfu_overrides.get(rid)),
-                                 snap.etas.get(rid)))
+                                 snap.etas.get(rid), snap.energy.get(rid)))
         # rows where only rates/times moved are repainted at most every minor_interval (less jitter)
         later = self.query_one(RunsTable).update_rows(rows, time.monotonic(), self.minor_interval - 0.1)
         self._mark(later)
@@ -209,8 +209,9 @@ class MainScreen(Screen[None]):
         snap = self.snapshot
         sel = snap.selected if snap is not None and snap.selected.run_id == rid else None
         tail = sel.tail if sel is not None else ()
+        energy = snap.energy.get(rid) if snap is not None and rid is not None else None
         key = (rid, view.version if view else None, proc, len(tail), tail[-1] if tail else None,
-               id(sel.telemetry) if sel is not None else None)
+               id(sel.telemetry) if sel is not None else None, energy)
         if key == self._shown:
             return
         self._shown = key
@@ -219,7 +220,7 @@ class MainScreen(Screen[None]):
         if view is not None and view.compliance_ok is not None and not findings:
             findings = ["compliance: all MLPerf rules pass so far"]
         eta = snap.etas.get(rid) if snap is not None and rid is not None else None
-        self.query_one(DetailPane).show(view, tail, proc, findings=findings, eta=eta)
+        self.query_one(DetailPane).show(view, tail, proc, findings=findings, eta=eta, energy=energy)
         if sel is not None:
             self.query_one(RunTelemetry).show(sel.telemetry)
 

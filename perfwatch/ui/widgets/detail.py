@@ -13,11 +13,12 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from perfwatch.core.control.controller import ProcInfo
+from perfwatch.core.measure.energy import RunEnergy
 from perfwatch.core.measure.eta import Eta
 from perfwatch.core.measure.eta import progress as run_progress
 from perfwatch.core.model.run import RunView
 from perfwatch.text.escape import scrub
-from perfwatch.ui.format import fmt_duration, fmt_eta, fmt_rate, fmt_value, status_of
+from perfwatch.ui.format import energy_text, fmt_duration, fmt_eta, fmt_rate, fmt_value, status_of
 from perfwatch.ui.widgets.plot import Plot
 from perfwatch.ui.widgets.run_telemetry import RunTelemetry
 
@@ -87,7 +88,7 @@ class LogTail(Widget):
 
 
 def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence[str] = (),
-                 eta: Eta | None = None) -> Text:
+                 eta: Eta | None = None, energy: RunEnergy | None = None) -> Text:
     """Facts about one run, a few short lines."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if view is None and proc is None:
@@ -133,8 +134,11 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
         t.append(f"pid {proc.pid if proc.pid is not None else '–'}  attempt {proc.attempt}")
         if proc.devices:  # the GPUs the scheduler gave it (NVML indices = its CUDA_VISIBLE_DEVICES)
             t.append(f"  gpu {','.join(map(str, proc.devices))}")
+        t.append(f"  {energy_text(energy) or 'energy –'}")  # GPU energy (none for a CPU run)
         if proc.reason:
             t.append(f"  {proc.reason}")
+    elif energy is not None:
+        t.append("\n" + energy_text(energy))
     for finding in findings[:3]:
         t.append("\n" + finding)
     t.plain = scrub(t.plain)  # run ids, reasons, findings come from files: no control sequence reaches the terminal
@@ -193,8 +197,9 @@ class DetailPane(Vertical):
         proc: ProcInfo | None = None,
         findings: Sequence[str] = (),
         eta: Eta | None = None,
+        energy: RunEnergy | None = None,
     ) -> None:
-        summary = summary_text(view, proc, findings, eta)
+        summary = summary_text(view, proc, findings, eta, energy)
         if summary != self._summary:  # same text: no repaint
             self._summary = summary
             self.query_one("#detail-summary", Static).update(summary, layout=False)

@@ -19,10 +19,10 @@ from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
-from perfwatch.ui.format import COLUMNS, NARROW_HIDE, STATUS_CLASSES, Row
+from perfwatch.ui.format import COLUMNS, NARROW_HIDE, OPTIONAL, STATUS_CLASSES, Row
 
 SORT_KEYS = ("id", "state", "progress", "tp_now", "eval", "time")
-MINOR = frozenset({"progress", "tp_now", "tp_avg", "mfu", "time", "eta"})  # cells that move all the time
+MINOR = frozenset({"progress", "tp_now", "tp_avg", "mfu", "time", "energy", "eta"})  # cells that move all the time
 _DESCENDING = frozenset({"progress", "tp_now", "eval", "time"})
 
 
@@ -82,6 +82,7 @@ class RunsTable(ScrollView, can_focus=True):
         self._selected: str | None = None
         self._styles: dict[str, Style] | None = None
         self.marked: set[str] = set()  # runs chosen for the compare screen
+        self._valued: dict[str, set[str]] = {k: set() for k in OPTIONAL}  # column -> runs with a value
 
     # ---- data ---------------------------------------------------------------
     @property
@@ -117,6 +118,12 @@ class RunsTable(ScrollView, can_focus=True):
             changed.append(row.run_id)
         if not changed:
             return later
+        shown = self._optional_shown()
+        for run_id in changed:
+            for key, runs in self._valued.items():
+                (runs.add if self._rows[run_id].cells.get(key, "–") != "–" else runs.discard)(run_id)
+        if self._optional_shown() != shown:
+            self.refresh()  # a column appeared or went: every line changes
         if not self._reorder():
             for run_id in changed:
                 i = self._index.get(run_id)
@@ -218,13 +225,19 @@ class RunsTable(ScrollView, can_focus=True):
         return len(self._order) + 1
 
     # ---- drawing ------------------------------------------------------------
+    def _optional_shown(self) -> frozenset[str]:
+        """Optional columns some visible-or-not run has a value for."""
+        return frozenset(k for k, runs in self._valued.items() if runs)
+
     def _layout(self, width: int) -> list[tuple[str, str, int]]:
-        cols = [c for c in COLUMNS if c[0] != "id"]
-        fixed = sum(w + 1 for _, _, w in cols)
-        if width - fixed < 16:
-            cols = [c for c in cols if c[0] not in NARROW_HIDE]
-            fixed = sum(w + 1 for _, _, w in cols)
-        return [("id", "run", max(width - fixed, 8)), *cols]
+        shown = self._optional_shown()
+        cols = [c for c in COLUMNS if c[0] != "id" and (c[0] not in OPTIONAL or c[0] in shown)]
+        for drop in ((), OPTIONAL, NARROW_HIDE):  # narrow: the optional columns go first, then the rest
+            kept = [c for c in cols if c[0] not in drop]
+            fixed = sum(w + 1 for _, _, w in kept)
+            if width - fixed >= 16:
+                break
+        return [("id", "run", max(width - fixed, 8)), *kept]
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
