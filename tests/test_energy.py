@@ -300,3 +300,22 @@ def test_headless_prints_energy_to_train_live_and_at_the_end(tmp_path: Path) -> 
         assert "energy" not in final["cpu.r0"]
     finally:
         kill_groups({at.pid})
+
+
+def test_the_final_headless_table_has_each_runs_energy_to_train(tmp_path: Path) -> None:
+    import io
+
+    from perfwatch.core.control.controller import ProcInfo, RunState
+    from perfwatch.core.model.book import load
+    from perfwatch.text.headless import summary
+
+    logdir = energy_logdir(tmp_path)
+    procs = {rid: ProcInfo(rid, rid[:3], RunState.SUCCEEDED, None, None, 1, 0, T0, T0 + 8, (), (), logdir / rid, (),
+                           False, None) for rid in ("cpu.r0", "gpu.r0", "pow.r0")}
+    out = io.StringIO()
+    assert summary(procs, load(logdir), out)
+    header, _rule, *rows, last = out.getvalue().splitlines()
+    column = header.split().index("energy")  # the "energy kJ" column (a run's cells hold no space)
+    kj = {row.split()[0]: row.split()[column] for row in rows}
+    assert last == "all runs succeeded"
+    assert kj == {"cpu.r0": "-", "gpu.r0": "1.250", "pow.r0": "0.750"}  # by hand: see energy_logdir
