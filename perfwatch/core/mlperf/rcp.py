@@ -229,13 +229,14 @@ def _cache_file(cache: Path | None) -> Path:
 
 
 def _cache_key(paths: Sequence[str], benchmark: str, ruleset: str) -> str | None:
+    """The logs and what judges them: the installed checker's source and the benchmark's RCP data, by path,
+    size and mtime (an upgrade of mlperf-logging rewrites both; importlib.metadata would cost ~30 ms)."""
     import hashlib  # lazy: only a closed folder's verdict needs a key
 
+    checker = (_rcp_dir() or Path("/nonexistent")) / "rcp_checker.py"
     try:
-        from importlib.metadata import version
-
-        parts = [version("mlperf-logging"), ruleset, benchmark, str(BERT_TRAIN_SAMPLES)]
-        for p in sorted(paths):
+        parts = [ruleset, benchmark, str(BERT_TRAIN_SAMPLES)]
+        for p in (str(checker), str(rcp_file(benchmark, ruleset) or checker), *sorted(paths)):
             st = os.stat(p)
             parts.append(f"{os.path.realpath(p)}:{st.st_size}:{st.st_mtime_ns}")
     except (OSError, ValueError, ImportError):
