@@ -16,7 +16,7 @@ import pytest
 
 from perfwatch.cli import main
 from perfwatch.core import keys
-from perfwatch.core.measure.energy import COUNTER, POWER, gpu_energy
+from perfwatch.core.measure.energy import COUNTER, POWER, gpu_energy, run_energy
 from perfwatch.core.telemetry.fake import FakeGpu, FakeSampler
 from perfwatch.core.telemetry.host import HostSampler
 from perfwatch.core.telemetry.sampling import (
@@ -123,6 +123,42 @@ def test_compare_shows_energy_to_train_where_recorded(tmp_path: Path, capsys: py
     out = capsys.readouterr().out
     # medians: 5, 6, 7 s -> 6 s; A 400 W x 6 s = 2.4 kJ, B 100 W x 6 s = 0.6 kJ
     assert "GPU energy-to-train (median): A 2.4 kJ, B 0.6 kJ: B uses 0.25× the energy of A" in out
+
+
+def test_records_out_of_time_order_and_a_file_that_grows_give_the_same_energy(tmp_path: Path) -> None:
+    from perfwatch.core.measure.energy import EnergyFollower
+
+    order = [0, 2, 1, 4, 3]  # written out of time order (two samplers, a clock step)
+    power = [{"time": T0 + i, "gpus": [{"index": 0, "power_w": 100.0 * (i + 1)}]} for i in order]
+    # by hand: trapezoids between 100, 200, 300, 400, 500 W one second apart: 150 + 250 + 350 + 450 = 1200 J
+    e = gpu_energy(power)
+    assert e is not None and e.method == POWER and e.joules == pytest.approx(1200.0)
+    counter = [{"time": T0 + i, "gpus": [{"index": 0, "energy_mj": 1000 * i}]} for i in order]
+    e = gpu_energy(counter)  # sorted, the counter never goes backwards: 4000 mJ from t = 0 to 4 s
+    assert e is not None and e.method == COUNTER and e.joules == pytest.approx(4.0)
+    # the live view's reader, fed the same records as the file grows, gives the same numbers
+    path = tmp_path / "telemetry.jsonl"
+    follower = EnergyFollower(path)
+    with open(path, "w") as f:
+        for rec in power[:2]:
+            f.write(json.dumps(rec) + "\n")
+    assert follower.poll()
+    with open(path, "a") as f:
+        for rec in power[2:]:
+            f.write(json.dumps(rec) + "\n")
+    assert follower.poll() and not follower.poll()
+    run = tmp_path / "run"
+    run.mkdir()
+    _mllog(run / "mllog.txt", T0 + 0.5, T0 + 3.5, samples=600)
+    from perfwatch.core.model.book import load
+
+    (view,) = load(run).views()
+    live = follower.energy(view)
+    assert live.whole is not None and live.whole.joules == pytest.approx(1200.0)
+    # run_start 0.5 s (150 W) -> run_stop 3.5 s (450 W): 0.5·(150+200)/2 + 250 + 350 + 0.5·(400+450)/2 = 900 J
+    assert live.to_train is not None and live.to_train.energy.joules == pytest.approx(900.0)
+    assert live.to_train.samples_per_joule == pytest.approx(600 / 900)
+    assert live == run_energy(view, power)  # the report's computation, the same number exactly
 
 
 # ---- per-run GPU truth, through the real sampling code over a scripted NVML --------------------------------
