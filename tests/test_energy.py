@@ -306,6 +306,20 @@ async def test_the_energy_column_is_hidden_while_no_run_has_energy(tmp_path: Pat
         assert "ttt/elapsed" in header and "energy" not in header
 
 
+@pytest.mark.usefixtures("_config_home")
+async def test_at_80x24_the_table_keeps_its_columns_and_the_detail_pane_has_the_energy(tmp_path: Path) -> None:
+    from ui_helpers import attach_app, screen_text, table, until
+
+    app = attach_app(energy_logdir(tmp_path), theme="dark")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: len(table(app).visible_ids) == 3, "3 runs")
+        table(app).select("gpu.r0")
+        await until(pilot, lambda: "energy-to-train 1.25 kJ (NVML counter)" in screen_text(app), "the detail line")
+        lines = screen_text(app).splitlines()
+        assert lines[1].split() == ["run", "▲", "state", "progress", "samp/s", "eval/target", "ttt/elapsed"]
+        assert lines[3].split()[:3] == ["gpu.r0", "✓", "success"]
+
+
 def test_headless_prints_energy_to_train_live_and_at_the_end(tmp_path: Path) -> None:
     from test_attach import perfwatch
     from test_launch_helpers import kill_groups, wait_for
@@ -355,3 +369,23 @@ def test_the_final_headless_table_has_each_runs_energy_to_train(tmp_path: Path) 
     kj = {row.split()[0]: row.split()[column] for row in rows}
     assert last == "all runs succeeded"
     assert kj == {"cpu.r0": "-", "gpu.r0": "1.250", "pow.r0": "0.750"}  # by hand: see energy_logdir
+
+
+def test_a_launched_cpu_run_shows_no_energy_and_a_gpu_run_its_energy_on_the_process_line(tmp_path: Path) -> None:
+    from perfwatch.core.control.controller import ProcInfo, RunState
+    from perfwatch.core.model.book import load
+    from perfwatch.core.telemetry.jsonl import read_telemetry
+    from perfwatch.ui.widgets.detail import summary_text
+
+    logdir = energy_logdir(tmp_path)
+    views = {v.run_id: v for v in load(logdir).views()}
+
+    def proc(rid: str, devices: tuple[int, ...]) -> ProcInfo:
+        return ProcInfo(rid, rid[:3], RunState.RUNNING, 4242, 4242, 1, None, T0, None, devices, (), logdir / rid, (),
+                        False, None)
+
+    cpu = summary_text(views["cpu.r0"], proc("cpu.r0", ()), energy=None).plain
+    assert "pid 4242  attempt 1  energy –" in cpu  # no GPU: nothing measured, nothing invented
+    gpu = run_energy(views["gpu.r0"], read_telemetry(logdir / "gpu.r0"))
+    text = summary_text(views["gpu.r0"], proc("gpu.r0", (0,)), energy=gpu).plain
+    assert "pid 4242  attempt 1  gpu 0  " + GPU_LINE in text
