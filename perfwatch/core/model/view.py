@@ -80,19 +80,6 @@ class RunView(msgspec.Struct, frozen=True):
     stands_for: StandsFor | None = None
 
     @property
-    def mlperf_benchmark(self) -> str | None:
-        """The MLPerf benchmark the run is judged as (RCP, runs needed): its stand-in's, else its log's."""
-        return self.stands_for.benchmark if self.stands_for is not None else self.benchmark
-
-    @property
-    def mlperf_ruleset(self) -> str | None:
-        return self.stands_for.ruleset if self.stands_for is not None else self.ruleset
-
-    @property
-    def mlperf_division(self) -> str | None:
-        return self.stands_for.division if self.stands_for is not None else self.division
-
-    @property
     def elapsed_ms(self) -> float | None:
         """Time since run_start: time-to-train once stopped, else up to the latest record."""
         if self.time_to_train_ms is not None:
