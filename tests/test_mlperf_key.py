@@ -361,3 +361,23 @@ def test_a_planted_or_unknown_entry_in_perfwatch_json_is_not_used(tmp_path: Path
     data = registry.read(logdir)
     assert data is not None
     assert {k: (v.benchmark, v.ruleset) for k, v in data.stand_ins().items()} == {"plain.r0": ("bert", "2.1.0")}
+
+
+def test_report_judges_a_campaign_logdir_as_the_benchmark_it_stands_for(tmp_path: Path, mlperf_logs: Path, capsys,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    texts = bert_logs(mlperf_logs / BERT, 0.015, "mlm_arith")
+    ok, norm, _samples = checker_says(texts, tmp_path)
+    logdir = stand_in_logdir(tmp_path, texts)
+    assert main(["report", str(logdir), "--format", "json", "--no-cpu-peak"]) == 0
+    (bench,) = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert bench["benchmark"] == "mlm_arith"  # the logs' own name (scores, compliance)
+    assert bench["stands_for"] == {"benchmark": "bert", "ruleset": "2.1.0", "division": "closed"}
+    assert ok and (bench["rcp"]["verdict"], bench["rcp"]["normalization"]) == ("pass", pytest.approx(norm))
+    assert main(["report", str(logdir), "--no-cpu-peak"]) == 0
+    assert f"pass ×{norm:.4f} as bert" in capsys.readouterr().out
+    # the same logs without the campaign's plan: nothing says they stand for bert
+    (logdir / "perfwatch.json").unlink()
+    assert main(["report", str(logdir), "--format", "json", "--no-cpu-peak"]) == 0
+    (bench,) = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert bench["stands_for"] is None and bench["rcp"]["verdict"] == "n/a"

@@ -111,10 +111,11 @@ def _quiet() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def _as_results_folder(paths: Sequence[str]) -> Iterator[str]:
-    """A folder whose `result_*.txt` are exactly `paths`: their own folder, else temporary symlinks."""
+def _as_results_folder(paths: Sequence[str], named: str | None = None) -> Iterator[str]:
+    """A folder whose `result_*.txt` are exactly `paths`: their own folder, else temporary symlinks;
+    `named`: temporary copies that name that benchmark (`_write_named`)."""
     parents = {os.path.dirname(p) for p in paths}
-    if len(parents) == 1:
+    if len(parents) == 1 and named is None:
         folder = parents.pop()
         names = {os.path.basename(p) for p in paths}
         try:
@@ -129,37 +130,45 @@ def _as_results_folder(paths: Sequence[str]) -> Iterator[str]:
 
     with tempfile.TemporaryDirectory(prefix="perfwatch-rcp-") as tmp:
         for i, p in enumerate(paths):
-            os.symlink(os.path.abspath(p), os.path.join(tmp, f"result_{i}.txt"))
+            if named is None:
+                os.symlink(os.path.abspath(p), os.path.join(tmp, f"result_{i}.txt"))
+            else:
+                _write_named(p, os.path.join(tmp, f"result_{i}.txt"), named)
         yield tmp
 
 
 _TOKEN = ":::MLLOG"
 
 
-@contextlib.contextmanager
-def _named_as(path: str, benchmark: str) -> Iterator[str]:
-    """A temporary copy of the log that names `benchmark`: a `submission_benchmark` record saying it first,
-    and the log's own `submission_benchmark` records saying it too; every other line as it is. Read and
-    written as the checker reads (latin-1), streamed (a long log is never held whole)."""
-    import tempfile
-
+def _write_named(src_path: str, dst_path: str, benchmark: str) -> None:
+    """A copy of the log that names `benchmark`: a `submission_benchmark` record saying it first, and the
+    log's own `submission_benchmark` records saying it too; every other line as it is. Read and written as
+    the checker reads (latin-1), streamed (a long log is never held whole)."""
     first = {"namespace": "", "time_ms": 0, "event_type": "POINT_IN_TIME", "key": "submission_benchmark",
              "value": benchmark, "metadata": {}}
+    with open(src_path, encoding="latin-1") as src, open(dst_path, "w", encoding="latin-1") as dst:
+        dst.write(f"{_TOKEN} {json.dumps(first)}\n")
+        for line in src:
+            at = line.find(_TOKEN)
+            if at >= 0 and '"submission_benchmark"' in line:
+                try:
+                    record = json.loads(line[at + len(_TOKEN):])
+                except ValueError:
+                    record = None
+                if isinstance(record, dict) and record.get("key") == "submission_benchmark":
+                    record["value"] = benchmark
+                    line = f"{line[:at]}{_TOKEN} {json.dumps(record)}\n"
+            dst.write(line)
+
+
+@contextlib.contextmanager
+def _named_as(path: str, benchmark: str) -> Iterator[str]:
+    """A temporary copy of one log that names `benchmark` (`_write_named`)."""
+    import tempfile
+
     with tempfile.TemporaryDirectory(prefix="perfwatch-rcp-") as tmp:
         copy = os.path.join(tmp, "result_0.txt")
-        with open(path, encoding="latin-1") as src, open(copy, "w", encoding="latin-1") as dst:
-            dst.write(f"{_TOKEN} {json.dumps(first)}\n")
-            for line in src:
-                at = line.find(_TOKEN)
-                if at >= 0 and '"submission_benchmark"' in line:
-                    try:
-                        record = json.loads(line[at + len(_TOKEN):])
-                    except ValueError:
-                        record = None
-                    if isinstance(record, dict) and record.get("key") == "submission_benchmark":
-                        record["value"] = benchmark
-                        line = f"{line[:at]}{_TOKEN} {json.dumps(record)}\n"
-                dst.write(line)
+        _write_named(path, copy, benchmark)
         yield copy
 
 
@@ -171,13 +180,15 @@ def _trimmed_mean(epochs: Sequence[float], benchmark: str) -> float | None:
 
 
 def folder_verdict(paths: Sequence[str], benchmark: str | None, ruleset: str | None,
-                   division: str | None, *, cache: Path | None = None) -> RcpVerdict:
+                   division: str | None, *, cache: Path | None = None, as_benchmark: bool = False) -> RcpVerdict:
     """mlperf_logging's RCP verdict on one benchmark folder's run logs (module docstring).
 
     Judged only on a complete folder (as many runs as a submission holds: a partial one is what
     `project` is for). The checker reads every line with a regex per line (a minute for a 200k-line
     log) and imports scipy: its verdict is kept in the user's cache, keyed by the files' paths,
     sizes and modification times, the ruleset and the mlperf_logging version.
+    `as_benchmark`: the logs stand in for `benchmark` (a campaign's `mlperf:`): the checker reads copies
+    of them that name it (as `project` does).
     """
     why = not_applicable(benchmark, ruleset, division)
     if why is not None or not paths:
@@ -187,22 +198,22 @@ def folder_verdict(paths: Sequence[str], benchmark: str | None, ruleset: str | N
     if need is not None and len(paths) < need:
         return RcpVerdict("n/a", 1.0, None, f"{len(paths)} of the {need} runs a {benchmark} submission holds: "
                           "the RCP check judges a complete folder (the live view projects it)")
-    key = _cache_key(paths, benchmark, ruleset)
+    key = _cache_key(paths, benchmark, ruleset, as_benchmark)
     hit = _cached(key, cache)
     if hit is not None:
         return hit
-    verdict = _run_checker(paths, benchmark, ruleset)
+    verdict = _run_checker(paths, benchmark, ruleset, as_benchmark)
     if key is not None and not verdict.message.startswith("the RCP checker failed"):
         _store(key, verdict, cache)
     return verdict
 
 
-def _run_checker(paths: Sequence[str], benchmark: str, ruleset: str) -> RcpVerdict:
+def _run_checker(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark: bool = False) -> RcpVerdict:
     from mlperf_logging.rcp_checker import rcp_checker as rc
 
     from perfwatch.core.mlperf.checker import captured_logs
 
-    with captured_logs() as lines, _as_results_folder(paths) as folder:
+    with captured_logs() as lines, _as_results_folder(paths, benchmark if as_benchmark else None) as folder:
         try:
             passed, msg, norm = rc.check_directory(folder, USAGE, ruleset, False, BERT_TRAIN_SAMPLES,
                                                    rcp_file=None, rcp_pass=RCP_PASS, rcp_bypass=False,
@@ -228,14 +239,14 @@ def _cache_file(cache: Path | None) -> Path:
     return (cache or user_cache_dir()) / RCP_CACHE
 
 
-def _cache_key(paths: Sequence[str], benchmark: str, ruleset: str) -> str | None:
+def _cache_key(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark: bool = False) -> str | None:
     """The logs and what judges them: the installed checker's source and the benchmark's RCP data, by path,
     size and mtime (an upgrade of mlperf-logging rewrites both; importlib.metadata would cost ~30 ms)."""
     import hashlib  # lazy: only a closed folder's verdict needs a key
 
     checker = (_rcp_dir() or Path("/nonexistent")) / "rcp_checker.py"
     try:
-        parts = [ruleset, benchmark, str(BERT_TRAIN_SAMPLES)]
+        parts = [ruleset, benchmark, str(BERT_TRAIN_SAMPLES), *(["as benchmark"] if as_benchmark else [])]
         for p in (str(checker), str(rcp_file(benchmark, ruleset) or checker), *sorted(paths)):
             st = os.stat(p)
             parts.append(f"{os.path.realpath(p)}:{st.st_size}:{st.st_mtime_ns}")

@@ -236,10 +236,10 @@ def iter_line_batches(path: Path | str, chunk: int = READ_CHUNK) -> Iterator[lis
             yield [b"".join(parts)]  # a last line without newline: the file is complete, so count it
 
 
-def load(root: Path | str, *, ruleset: str | None = None) -> RunBook:
-    """Read every log under `root` once (headless report/check)."""
+def load(root: Path | str, *, ruleset: str | None = None, stand_ins: Mapping[str, StandsFor] | None = None) -> RunBook:
+    """Read every log under `root` once (headless report/check); `stand_ins`: a campaign's `mlperf:` per run."""
     root = Path(os.path.abspath(root))  # one spelling for the root and every path found under it
-    book = RunBook(root.parent if root.is_file() else root, ruleset=ruleset)
+    book = RunBook(root.parent if root.is_file() else root, ruleset=ruleset, stand_ins=stand_ins or {})
     for path in discover(root):
         try:
             for lines in iter_line_batches(path):

@@ -145,7 +145,12 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
         scored = score_group(members)
         ruleset, why = group_ruleset(members)
         division = next((v.division for v in members if v.division), None)
-        verdict = rcp.folder_verdict([v.path for v in members], scored.benchmark, ruleset, division)
+        stand_in = next((v.stands_for for v in members if v.stands_for is not None), None)
+        if stand_in is None:
+            verdict = rcp.folder_verdict([v.path for v in members], scored.benchmark, ruleset, division)
+        else:  # a campaign's job standing in for an MLPerf benchmark (its `mlperf:`), its logs naming none
+            verdict = rcp.folder_verdict([v.path for v in members], stand_in.benchmark, stand_in.ruleset,
+                                         stand_in.division, as_benchmark=True)
         benches.append(
             {
                 "folder": folder,
@@ -161,6 +166,7 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
                 "ruleset": ruleset,
                 "ruleset_why": why,
                 "rcp": verdict.to_json(),
+                "stands_for": msgspec.to_builtins(stand_in) if stand_in is not None else None,
                 "note": scored.note,
             }
         )
@@ -240,7 +246,9 @@ _FRACTIONS_AS_PERCENT = frozenset({"mfu"})  # JSON keeps the fraction; tables sh
 
 def _cell(row: dict[str, Any], key: str, digits: int) -> str:
     if key == "rcp_text":
-        return rcp_text(row.get("rcp"))
+        stand_in = row.get("stands_for")
+        judged = f" as {stand_in.get('benchmark')}" if isinstance(stand_in, dict) else ""
+        return rcp_text(row.get("rcp")) + judged
     value = row.get(key)
     if key in _FRACTIONS_AS_PERCENT and isinstance(value, float):
         return f"{value * 100:.{digits}f}%"
