@@ -49,6 +49,7 @@ def gpus_line(gpus: tuple[int, ...]) -> str:
 
 def print_plan(campaign: Campaign, logdir: Path) -> None:
     from perfwatch.core.control.scheduler import planned_devices
+    from perfwatch.core.mlperf.targets import official_target
 
     print(f"campaign {campaign.name}: {len(campaign.runs)} runs -> {logdir}")
     mp = campaign.max_parallel if campaign.max_parallel is not None else "auto"
@@ -70,6 +71,10 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
             limits.append(("exit at " if r.exit_at_target else "target ") + r.target.describe())
         if r.mlperf:
             limits.append(f"stands for {r.mlperf.describe()}")
+            official = None if r.target else official_target(r.mlperf.benchmark, r.mlperf.ruleset, r.mlperf.division)
+            if official is not None:  # the default when the log gives no target of its own
+                limits.append(("exit at " if r.exit_at_target else "target ") + official.describe()
+                              + f" ({r.mlperf.benchmark}'s, unless the log gives one)")
         print(f"  {r.run_id:<26} {', '.join(limits)}")
         if r.cache_clear_cmd:
             limit = f" (timeout {r.cache_clear_timeout:g}s)" if r.cache_clear_timeout else ""
