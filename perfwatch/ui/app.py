@@ -23,7 +23,7 @@ from perfwatch.ui.messages import EngineUpdated
 from perfwatch.ui.screens.dialogs import HelpScreen, QuitScreen
 from perfwatch.ui.screens.main import MainScreen
 
-WATCH_MIN_INTERVAL = 0.25  # seconds between log read passes (the table paints at most 2x/s)
+WATCH_MIN_INTERVAL = 0.25  # seconds between log read passes (the table paints at most once a second)
 
 
 class PerfwatchApp(App[int]):
@@ -40,7 +40,7 @@ class PerfwatchApp(App[int]):
         theme: str | None = None,
         sampler: Sampler | None = None,
         sampler_interval: float = 1.0,
-        refresh_interval: float = 0.5,
+        refresh_interval: float = 1.0,
         detail_interval: float = 1.0,
         minor_interval: float = 1.0,
         control_interval: float = 0.5,

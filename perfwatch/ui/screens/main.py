@@ -58,7 +58,7 @@ class MainScreen(Screen[None]):
         engine: LiveEngine,
         *,
         has_devices: bool,
-        refresh_interval: float = 0.5,
+        refresh_interval: float = 1.0,
         detail_interval: float = 1.0,
         minor_interval: float = 1.0,
     ) -> None:
