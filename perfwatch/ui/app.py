@@ -23,7 +23,7 @@ from perfwatch.ui.messages import EngineUpdated
 from perfwatch.ui.screens.dialogs import HelpScreen, QuitScreen
 from perfwatch.ui.screens.main import MainScreen
 
-WATCH_MIN_INTERVAL = 0.25  # seconds between log read passes (the table paints at most once a second)
+WATCH_MIN_INTERVAL = 0.5  # seconds between log read passes (the table paints at most once a second)
 
 
 class PerfwatchApp(App[int]):
