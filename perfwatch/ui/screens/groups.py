@@ -62,7 +62,7 @@ class GroupsScreen(Screen[None]):
         self.engine = engine
         self.baseline = baseline
         self.rows: list[GroupRow] = []
-        self._seq = -1
+        self._key: tuple[tuple[str, int], ...] | None = None
         self._last = 0.0
 
     def compose(self) -> ComposeResult:
@@ -80,9 +80,14 @@ class GroupsScreen(Screen[None]):
 
     def _refresh(self, force: bool = False) -> None:
         snap = self.engine.snapshot
-        if snap is None or (not force and (snap.seq == self._seq or time.monotonic() - self._last < REFRESH_S)):
+        if snap is None:
             return
-        self._seq, self._last = snap.seq, time.monotonic()
+        # the runs themselves, not the snapshot's sequence: a device sample or an energy update publishes
+        # a new snapshot with the same views, and recomputing the groups (a bootstrap each) for it is waste
+        key = tuple((rid, v.version) for rid, v in snap.views.items())
+        if not force and (key == self._key or time.monotonic() - self._last < REFRESH_S):
+            return
+        self._key, self._last = key, time.monotonic()
         self._compute(snap.views, self.baseline)
 
     @work(thread=True, exclusive=True)
