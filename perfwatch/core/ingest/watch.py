@@ -338,6 +338,12 @@ class LogWatcher:
             root = Path(d)
             if any(root == r or r in root.parents for r in self.roots):
                 found.extend(self._scan(root))
+        if dirs:
+            # A new folder's watch can start after the scan of its parent already found (and read) its files:
+            # a write between that scan and the watch makes no event. The folder is reported once its watch
+            # exists, so reading its known files again here leaves no gap (reads resume at their offsets).
+            below = tuple(d.rstrip(os.sep) + os.sep for d in dirs)
+            found.extend(p for p in self._tails if p.startswith(below))
         with self._lock:
             for p in found:
                 self._dirty[p] = None
