@@ -108,6 +108,7 @@ def test_attach_readopts_live_runs_and_can_stop_them(tmp_path: Path) -> None:
         """)
     logdir = tmp_path / "logdir"
     pw = perfwatch("launch", str(path), "--headless", "--logdir", str(logdir), out=tmp_path / "launch.out")
+    ctl = None
     try:
         assert wait_for(lambda: (logdir / "perfwatch.json").exists() and
                         all(r["state"] == "running" for r in registry(logdir)["runs"]))
@@ -121,13 +122,15 @@ def test_attach_readopts_live_runs_and_can_stop_them(tmp_path: Path) -> None:
         assert {rid: (p.state, p.pid) for rid, p in procs.items()} == {
             rid: (RunState.RUNNING, pid) for rid, pid in pids.items()}
         ctl.pause("long.r0")
-        assert wait_for(lambda: psutil.Process(pids["long.r0"]).status() == psutil.STATUS_STOPPED)
+        assert wait_for(lambda: psutil.Process(pids["long.r0"]).status() == psutil.STATUS_STOPPED), (
+            ctl.procs()["long.r0"], psutil.Process(pids["long.r0"]).status())  # what the scheduler made of it
         ctl.stop_all()
         assert wait_for(lambda: ctl.done, tick=ctl.poll)
         assert {p.state for p in ctl.procs().values()} == {RunState.STOPPED}
         assert group_members(set(pids.values())) == []
-        ctl.close(stop_runs=False)
     finally:
+        if ctl is not None:
+            ctl.close(stop_runs=False)  # its threads never outlive the test, pass or fail
         kill_groups(pgids_of(logdir) | {pw.pid})
 
 

@@ -102,6 +102,7 @@ def test_background_thread_calls_the_sink_on_its_own_thread_and_stops_cleanly(tm
         runs=lambda: runs,
         history=3,
     )
+    before = set(threading.enumerate())  # a thread another test left behind is not this one's
     tt.start()
     try:
         wait_for(lambda: len(seen) >= 5)
@@ -113,7 +114,7 @@ def test_background_thread_calls_the_sink_on_its_own_thread_and_stops_cleanly(tm
     assert tt.latest is tt.history[-1]
     n = len(read_telemetry(tmp_path / "r"))
     assert n >= 5
-    assert not any(t.name == "perfwatch-telemetry" for t in threading.enumerate())
+    assert not any(t.name == "perfwatch-telemetry" for t in set(threading.enumerate()) - before)
 
 
 def test_a_broken_sink_or_runs_callback_does_not_stop_sampling() -> None:
