@@ -83,16 +83,16 @@ def generate(path: Path, lines: int, seed: int = 0) -> None:
 
 
 def perfwatch_ingest(path: Path, times: int = 1) -> tuple[float, int]:
-    from perfwatch.core.model.book import iter_line_batches
+    from perfwatch.core.model.book import iter_blocks
     from perfwatch.core.model.run import Run
 
     run = Run("bench", str(path))
     t0 = time.perf_counter()
     n = 0
     for _ in range(times):
-        for lines in iter_line_batches(path):
-            run.feed_lines(lines)
-            n += len(lines)
+        for block in iter_blocks(path):
+            run.feed_block(block)
+            n += block.count(b"\n")
     run.view()
     return time.perf_counter() - t0, n
 

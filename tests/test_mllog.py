@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -13,9 +14,17 @@ from perfwatch.core.ingest.mllog import Event, LineParser, dumps, parse_path
 REAL = b':::MLLOG {"namespace": "", "time_ms": 1665709241779, "event_type": "POINT_IN_TIME", "key": "seed", "value": 4361, "metadata": {"file": "x.py", "lineno": 243}}'
 
 
-def feed(*lines: bytes) -> tuple[list[Event], LineParser]:
-    p = LineParser()
-    return p.feed(list(lines)), p
+@pytest.fixture(params=["lines", "block"])
+def feed(request: pytest.FixtureRequest):
+    """Both ways lines reach the parser: as the tailer hands them over, and as one buffer read from disk."""
+
+    def fed(*lines: bytes) -> tuple[list[Event], LineParser]:
+        p = LineParser()
+        if request.param == "lines":
+            return p.feed(list(lines)), p
+        return p.feed_block(b"\n".join(lines) + b"\n"), p
+
+    return fed
 
 
 def test_what_mlperf_logging_writes_round_trips(tmp_path: Path) -> None:
@@ -45,7 +54,7 @@ def test_what_mlperf_logging_writes_round_trips(tmp_path: Path) -> None:
     assert json.loads(line.split(":::MLLOG ", 1)[1])["value"] == 0.75
 
 
-def test_prefixes_noise_crlf() -> None:
+def test_prefixes_noise_crlf(feed) -> None:
     events, p = feed(
         b"0: " + REAL,
         b"4063:" + REAL,  # what `grep -n` style prefixes look like in real results
@@ -58,13 +67,13 @@ def test_prefixes_noise_crlf() -> None:
     assert p.noise == 3 and p.bad_count == 0 and p.lineno == 6
 
 
-def test_last_token_wins_like_mlperf_parser() -> None:
+def test_last_token_wins_like_mlperf_parser(feed) -> None:
     line = b":::MLLOG {\"broken\" " + REAL  # two ranks interleaved on one line
     events, p = feed(line)
     assert len(events) == 1 and p.bad_count == 0
 
 
-def test_bad_lines_are_counted_with_line_numbers_and_kept() -> None:
+def test_bad_lines_are_counted_with_line_numbers_and_kept(feed) -> None:
     events, p = feed(
         REAL,
         b':::MLLOG {"time_ms": 1, "key": "x"',  # truncated
@@ -80,7 +89,7 @@ def test_bad_lines_are_counted_with_line_numbers_and_kept() -> None:
     assert all(b.reason for b in p.bad)
 
 
-def test_latin1_and_invalid_utf8_are_read_not_raised() -> None:
+def test_latin1_and_invalid_utf8_are_read_not_raised(feed) -> None:
     latin = ':::MLLOG {"time_ms": 5, "key": "submission_org", "value": "Müller"}'.encode("latin-1")
     junk = b':::MLLOG {"time_ms": 6, "key": "note", "value": "\xff\xfe\x80"}'
     events, p = feed(latin, junk)
@@ -88,7 +97,7 @@ def test_latin1_and_invalid_utf8_are_read_not_raised() -> None:
     assert p.non_utf8 == 2 and p.bad_count == 0
 
 
-def test_dict_null_and_huge_values() -> None:
+def test_dict_null_and_huge_values(feed) -> None:
     big = "x" * (10 * 1024 * 1024)
     line = (':::MLLOG {"time_ms": 7, "key": "blob", "value": "' + big + '", "metadata": null}').encode()
     events, p = feed(
@@ -147,3 +156,27 @@ def test_random_and_mutated_lines_never_crash(lines: list[bytes]) -> None:
     for e in events:
         assert isinstance(e.key, str) and isinstance(e.time_ms, float)
     assert all(1 <= b.lineno <= len(lines) for b in p.bad)
+    # the same lines as one buffer read from disk (last line without its newline): the same account
+    q = LineParser()
+    block_events = q.feed_block(b"\n".join(lines))
+    assert [(e.key, e.time_ms) for e in block_events] == [(e.key, e.time_ms) for e in events]
+    assert (q.noise, q.bad_count, q.lineno) == (p.noise, p.bad_count, p.lineno) or lines[-1:] == [b""]
+    assert [b.lineno for b in q.bad] == [b.lineno for b in p.bad]
+
+
+def test_a_noisy_result_file_read_as_one_buffer_gives_what_mlperf_logging_parses(tmp_path: Path) -> None:
+    """Krai's result files are nine-tenths framework output between records; CRLF and a missing last
+    newline on top. The records found are the ones mlperf_logging's own parser finds, in order."""
+    from mlperf_logging.compliance_checker.mlp_parser import parse_file
+
+    src = Path(__file__).parent / "data/mlperf-logs/v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_1.txt"
+    data = src.read_bytes()
+    variant = tmp_path / "result_crlf.txt"
+    variant.write_bytes(data.rstrip(b"\n").replace(b"\n", b"\r\n"))
+    for path in (src, variant):
+        theirs, _ = parse_file(str(path), ruleset="2.1.0")
+        p = LineParser()
+        ours = p.feed_block(path.read_bytes())
+        assert len(ours) == len(theirs) > 300
+        assert [(e.key, e.value, int(e.time_ms)) for e in ours] == [(r.key, r.value["value"], r.timestamp) for r in theirs]
+        assert p.lineno == data.count(b"\n") and p.noise == p.lineno - len(theirs) and p.bad_count == 0

@@ -29,12 +29,11 @@ from perfwatch.core.control.campaign import Campaign
 from perfwatch.core.control.controller import ClientController, Controller, ProcInfo
 from perfwatch.core.control.scheduler import Scheduler, Untrusted
 from perfwatch.core.ingest.discover import discover
-from perfwatch.core.ingest.tail import LineBatch
 from perfwatch.core.ingest.watch import LogWatcher
 from perfwatch.core.layout import RUN_LOGS, TELEMETRY_FILE
 from perfwatch.core.measure.energy import EnergyFollower, RunEnergy
 from perfwatch.core.measure.eta import Eta, eta_to_target
-from perfwatch.core.model.book import RunBook, iter_line_batches
+from perfwatch.core.model.book import RunBook, iter_blocks
 from perfwatch.core.model.view import RunView
 from perfwatch.core.telemetry.follow import TelemetryFollower
 from perfwatch.core.telemetry.types import Sampler, Snapshot
@@ -115,8 +114,8 @@ def reread(session: Session) -> RunBook:
                    stand_ins=session.book.stand_ins)
     for path in discover(session.book.root):
         try:  # streamed in 1 MiB batches, as `report` reads: a 600 MB log never sits in memory whole
-            for lines in iter_line_batches(path):
-                book.apply([LineBatch(str(path), lines, False)])
+            for block in iter_blocks(path):
+                book.feed_file(path, block)
         except OSError:
             continue
     return book

@@ -14,7 +14,6 @@ Stored in `<cache>/perfwatch/cpu_peak.json` (measure/peaks.py's table; the same 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -60,6 +59,8 @@ def cache_path(cache: Path | None = None) -> Path:
 
 
 def _table(path: Path) -> dict[str, Any]:
+    import json  # lazy: not on `report`'s path (~2 ms of start-up)
+
     try:
         loaded = json.loads(path.read_text())
     except (OSError, ValueError):

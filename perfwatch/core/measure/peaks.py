@@ -18,7 +18,6 @@ cached per CPU model, thread count, torch version and dtype.
 
 from __future__ import annotations
 
-import json
 import math
 import platform
 import re
@@ -306,6 +305,8 @@ def cpu_peak(
     measure: Callable[[str, int], float] | None = None,
 ) -> PeakFlops:
     """The host's measured matmul peak for `dtype` over `threads` (torch's count by default), cached."""
+    import json  # lazy: not on `report`'s path (~2 ms of start-up)
+
     import torch
 
     if dtype not in _TORCH_DTYPES:

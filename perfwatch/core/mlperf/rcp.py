@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
-import json
 import math
 import os
 import re
@@ -144,6 +143,8 @@ def _write_named(src_path: str, dst_path: str, benchmark: str) -> None:
     """A copy of the log that names `benchmark`: a `submission_benchmark` record saying it first, and the
     log's own `submission_benchmark` records saying it too; every other line as it is. Read and written as
     the checker reads (latin-1), streamed (a long log is never held whole)."""
+    import json  # lazy: not on `report`'s path (~2 ms of start-up)
+
     first = {"namespace": "", "time_ms": 0, "event_type": "POINT_IN_TIME", "key": "submission_benchmark",
              "value": benchmark, "metadata": {}}
     with open(src_path, encoding="latin-1") as src, open(dst_path, "w", encoding="latin-1") as dst:
@@ -221,7 +222,8 @@ def _run_checker(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmar
         except Exception as exc:  # the checker raises on logs it cannot read (no eval metadata, ...)
             return RcpVerdict("fail", 1.0, None, f"the RCP checker failed: {type(exc).__name__}: {exc}")
     # the mean the checker compared (it logs it; a second pass over the files would double the time)
-    means = [float(m.group(1)) for ln in lines if (m := _MEAN_LOGGED.search(ln))]
+    mean_logged = re.compile(_MEAN_LOGGED)
+    means = [float(m.group(1)) for ln in lines if (m := mean_logged.search(ln))]
     mean = means[-1] if means else None
     detail = msg
     if mean is not None:
@@ -231,7 +233,7 @@ def _run_checker(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmar
     return RcpVerdict("pass" if passed else "fail", float(norm), mean, detail)
 
 
-_MEAN_LOGGED = re.compile(r"Submission mean epochs: ([0-9.eE+-]+)")
+_MEAN_LOGGED = r"Submission mean epochs: ([0-9.eE+-]+)"  # compiled only when the checker runs
 _CACHE_ENTRIES = 512
 
 
@@ -241,9 +243,8 @@ def _cache_file(cache: Path | None) -> Path:
 
 def _cache_key(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark: bool = False) -> str | None:
     """The logs and what judges them: the installed checker's source and the benchmark's RCP data, by path,
-    size and mtime (an upgrade of mlperf-logging rewrites both; importlib.metadata would cost ~30 ms)."""
-    import hashlib  # lazy: only a closed folder's verdict needs a key
-
+    size and mtime (an upgrade of mlperf-logging rewrites both; importlib.metadata would cost ~30 ms).
+    The fingerprint itself is the key: no digest to collide, and no hashlib (OpenSSL) to load (4 ms)."""
     checker = (_rcp_dir() or Path("/nonexistent")) / "rcp_checker.py"
     try:
         parts = [ruleset, benchmark, str(BERT_TRAIN_SAMPLES), *(["as benchmark"] if as_benchmark else [])]
@@ -252,14 +253,14 @@ def _cache_key(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark:
             parts.append(f"{os.path.realpath(p)}:{st.st_size}:{st.st_mtime_ns}")
     except (OSError, ValueError, ImportError):
         return None
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return "|".join(parts)
 
 
 def _cached(key: str | None, cache: Path | None) -> RcpVerdict | None:
     if key is None:
         return None
     try:
-        entry = json.loads(_cache_file(cache).read_text()).get(key)
+        entry = msgspec.json.decode(_cache_file(cache).read_bytes()).get(key)
         return RcpVerdict(str(entry["verdict"]), float(entry["normalization"]),
                           None if entry["mean_epochs"] is None else float(entry["mean_epochs"]), str(entry["message"]))
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -267,6 +268,8 @@ def _cached(key: str | None, cache: Path | None) -> RcpVerdict | None:
 
 
 def _store(key: str, verdict: RcpVerdict, cache: Path | None) -> None:
+    import json  # lazy: not on `report`'s path (~2 ms of start-up)
+
     path = _cache_file(cache)
     try:
         table = json.loads(path.read_text())

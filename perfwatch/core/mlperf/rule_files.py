@@ -11,11 +11,12 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import os
 import re
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 from perfwatch.core.layout import RULES_CACHE_DIR, user_cache_dir, write_json_atomic
 
@@ -32,8 +33,8 @@ def records(path: str) -> list[Any] | None:
     stamp = [path, st.st_size, st.st_mtime_ns]
     cached = _cache_path(path)
     with contextlib.suppress(OSError, ValueError):
-        with open(cached, encoding="utf-8") as fh:
-            entry = json.load(fh)
+        with open(cached, "rb") as fh:
+            entry = msgspec.json.decode(fh.read())  # what a report reads each time: msgspec, not json
         if isinstance(entry, dict) and entry.get("stamp") == stamp and isinstance(entry.get("records"), list):
             return entry["records"]
     parsed = _parse(path)

@@ -44,12 +44,22 @@ _SKIP_PARAMS = frozenset(
 
 
 def _num(value: Any) -> float | None:
-    if isinstance(value, bool) or value is None:
+    """A finite number as float; None for anything else (bools included). Called for most records."""
+    t = type(value)
+    if t is float:
+        return value if _isfinite(value) else None
+    if value is None or t is bool:
         return None
-    if isinstance(value, int | float):
-        f = float(value)
-        return f if math.isfinite(f) else None
+    if t is int or isinstance(value, int | float):
+        try:
+            f = float(value)
+        except OverflowError:  # an integer too large for a float
+            return None
+        return f if _isfinite(f) else None
     return None
+
+
+_isfinite = math.isfinite
 
 
 class Run(msgspec.Struct):
@@ -114,9 +124,18 @@ class Run(msgspec.Struct):
             events = feed(lines[k : k + _SLICE] if len(lines) > _SLICE else lines)
             n += len(events)
             self.apply(events)
+        return self._fed(n, bool(lines))
+
+    def feed_block(self, data: bytes) -> int:
+        """`feed_lines` for complete lines as one buffer (a file read from disk); returns the records."""
+        events = self.parser.feed_block(data)
+        self.apply(events)
+        return self._fed(len(events), bool(data))
+
+    def _fed(self, n: int, had_lines: bool) -> int:
         if self.checker is not None:
             self.checker.note_bad_lines(self.parser.bad_count)
-        if not n and lines:
+        if not n and had_lines:
             self.version += 1  # noise/bad lines change counters shown to the user
             self._view = None
         return n
