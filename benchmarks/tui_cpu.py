@@ -5,12 +5,13 @@ Scenario: `perfwatch attach DIR` on 16 live runs laid out like a perfwatch LOGDI
 separate writer process (tracked_stats every line, an eval every 5 s) which also appends one
 telemetry record per run per second (what the campaign owner writes), with the default
 1 Hz telemetry sampler (host + NVML). The selected run's telemetry is shown in the detail pane. The TUI process's CPU time is read once a second;
-the median of the per-second percentages over `--seconds` is reported, first while the
+the median of the per-second percentages over `--seconds` is reported (Linux: nanosecond
+scheduler times, not 10 ms ticks), first while the
 writers run, then after they stop (nothing changes: the idle figure).
 
     python benchmarks/tui_cpu.py [--seconds 30] [--runs 16] [--rate 10]
 
-Targets (DESIGN P3): <= 3 % of one core while live, <= 0.5 % idle. Exit status 0 when both hold.
+Targets (DESIGN P3, issue 14): <= 2 % of one core while live, <= 0.5 % idle. Exit status 0 when both hold.
 """
 
 from __future__ import annotations
@@ -66,23 +67,36 @@ def tmux(sock: str, *args: str) -> str:
 
 
 def _threads(proc: psutil.Process) -> dict[int, float]:
+    """CPU seconds per thread. Linux: from /proc/PID/task/TID/schedstat, in nanoseconds: user+system
+    times come in 10 ms clock ticks, a whole 1 % of a one-second sample, which makes a median of
+    per-second figures round a 0.4 % load up to 1 % or down to 0 %. Elsewhere psutil's times."""
+    task = Path(f"/proc/{proc.pid}/task")
+    if task.is_dir():
+        out = {}
+        for tid in os.listdir(task):
+            try:
+                out[int(tid)] = int((task / tid / "schedstat").read_text().split()[0]) / 1e9
+            except (OSError, ValueError, IndexError):
+                continue  # the thread ended between the listing and the read
+        return out
     return {t.id: t.user_time + t.system_time for t in proc.threads()}
 
 
-def measure(proc: psutil.Process, seconds: int) -> tuple[list[float], float]:
-    """Per-second CPU percentages of `proc` (user + system, one core = 100), and the share of the
-    app's own (main) thread over the whole window, in percent of one core."""
+def measure(proc: psutil.Process, seconds: int) -> tuple[list[float], float, dict[int, float]]:
+    """Per-second CPU percentages of `proc` (all threads, one core = 100), the share of the app's own
+    (main) thread over the whole window, and each thread's share, in percent of one core."""
     out = []
-    prev = proc.cpu_times()
-    start_threads, t0 = _threads(proc), time.monotonic()
-    t_prev = t0
+    start = prev = _threads(proc)
+    t0 = t_prev = time.monotonic()
     for _ in range(seconds):
         time.sleep(1.0)
-        cur, t = proc.cpu_times(), time.monotonic()
-        out.append(100.0 * ((cur.user - prev.user) + (cur.system - prev.system)) / (t - t_prev))
+        cur, t = _threads(proc), time.monotonic()
+        used = sum(v - prev.get(tid, 0.0) for tid, v in cur.items())  # a thread born this second: all of it
+        out.append(100.0 * used / (t - t_prev))
         prev, t_prev = cur, t
-    main = _threads(proc).get(proc.pid, 0.0) - start_threads.get(proc.pid, 0.0)
-    return out, 100.0 * main / (time.monotonic() - t0)
+    span = time.monotonic() - t0
+    per_thread = {tid: round(100.0 * (v - start.get(tid, 0.0)) / span, 3) for tid, v in prev.items()}
+    return out, per_thread.get(proc.pid, 0.0), per_thread
 
 
 def main() -> int:
@@ -91,6 +105,7 @@ def main() -> int:
     ap.add_argument("--runs", type=int, default=16)
     ap.add_argument("--rate", type=float, default=10.0, help="lines per second per run")
     ap.add_argument("--warmup", type=float, default=5.0)
+    ap.add_argument("--threads", action="store_true", help="also each thread's share (where the CPU goes)")
     args = ap.parse_args()
     if shutil.which("tmux") is None:
         print("tmux is not installed: apt-get install tmux", file=sys.stderr)
@@ -112,11 +127,11 @@ def main() -> int:
             time.sleep(args.warmup)
             screen = tmux(sock, "capture-pane", "-p", "-t", "pw")
             assert f"{args.runs} runs" in screen, f"the TUI does not show the runs:\n{screen}"
-            live, live_main = measure(tui, args.seconds)
+            live, live_main, live_threads = measure(tui, args.seconds)
             writer.terminate()
             writer.wait()
             time.sleep(2.0)
-            idle, idle_main = measure(tui, args.seconds)
+            idle, idle_main, idle_threads = measure(tui, args.seconds)
         finally:
             writer.kill()
             tmux(sock, "kill-server")
@@ -129,12 +144,15 @@ def main() -> int:
         "idle_cpu_pct_median": round(idle_med, 2),
         "idle_cpu_pct_mean": round(statistics.fmean(idle), 2),
         "idle_app_thread_pct": round(idle_main, 2),
-        "live_vs_target_3pct": round(live_med / 3.0, 2),
+        "live_vs_target_2pct": round(live_med / 2.0, 2),
         "idle_vs_target_0.5pct": round(idle_med / 0.5, 2),
         "seconds": args.seconds,
     }
+    if args.threads:  # by thread id: the app's main thread is the process id, the others in start order
+        result["live_threads_pct"] = {str(k): v for k, v in sorted(live_threads.items())}
+        result["idle_threads_pct"] = {str(k): v for k, v in sorted(idle_threads.items())}
     print(json.dumps(result, indent=2))
-    return 0 if live_med <= 3.0 and idle_med <= 0.5 else 1
+    return 0 if live_med <= 2.0 and idle_med <= 0.5 else 1
 
 
 if __name__ == "__main__":

@@ -111,3 +111,59 @@ def test_launch_pause_resume_in_tmux(tmp_path):
         for p in _pids(logdir).values():
             with contextlib.suppress(OSError):
                 os.killpg(p, signal.SIGKILL)
+
+
+
+def _wakeups(pid: int) -> int:
+    """Voluntary context switches of all the process's threads: how often they went to sleep."""
+    total = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        with contextlib.suppress(OSError, StopIteration):
+            status = (task / "status").read_text()
+            total += int(next(ln for ln in status.splitlines() if ln.startswith("voluntary_ctxt")).split()[1])
+    return total
+
+
+def _idle_wakeups(tmp_path: Path, name: str, extra_env: str = "") -> tuple[Tmux, int]:
+    """attach on a finished results folder in tmux; the process's wake-ups in 4 s nobody types."""
+    logs = Path(__file__).parent / "data/mlperf-logs/v2.1/MosaicML/results/8xA100_80GB-baseline/bert"
+    env = f"{extra_env} PERFWATCH_CONFIG_DIR={tmp_path / 'cfg'} PYTHONPATH={Path(__file__).resolve().parents[1]}"
+    tmux = Tmux(f"pw-{name}-{os.getpid()}")
+    tmux("new-session", "-d", "-s", "pw", "-x", "120", "-y", "40",
+         f"exec env {env} {sys.executable} -m perfwatch attach {logs} --theme dark")
+    tmux.wait_for("10 reached")
+    pid = int(tmux("list-panes", "-t", "pw", "-F", "#{pane_pid}").split()[0])
+    time.sleep(1.5)  # no key for longer than the input thread stays alert after one
+    before = _wakeups(pid)
+    time.sleep(4.0)
+    return tmux, _wakeups(pid) - before
+
+
+@pytest.mark.skipif(not Path("/proc/self/task").is_dir(), reason="reads thread states from /proc")
+def test_untouched_screen_keeps_the_input_thread_asleep_and_keys_still_work(tmp_path):
+    """Textual's own driver wakes its input thread ten times a second; perfwatch's (ui/driver.py)
+    sleeps while nobody types, and keys pressed after a long pause, Escape included, still act."""
+    textual_driver = "TEXTUAL_DRIVER=textual.drivers.linux_driver:LinuxDriver"  # Textual's, by its own setting
+    tmux, theirs = _idle_wakeups(tmp_path, "textual", textual_driver)
+    tmux("kill-server")
+    tmux, ours = _idle_wakeups(tmp_path, "quiet")
+    try:
+        assert theirs - ours >= 25, f"wake-ups in 4 s idle: Textual's driver {theirs}, perfwatch's {ours}"
+        tmux("send-keys", "-t", "pw", "?")
+        tmux.wait_for("perfwatch keys")
+        time.sleep(1.5)  # asleep again: a lone ESC must still become the Escape key
+        tmux("send-keys", "-t", "pw", "Escape")
+        for _ in range(50):
+            if "perfwatch keys" not in tmux.screen():
+                break
+            time.sleep(0.1)
+        assert "perfwatch keys" not in tmux.screen(), "Escape did not close the help"
+        time.sleep(1.5)
+        tmux("send-keys", "-t", "pw", "q")
+        for _ in range(100):
+            if not tmux("list-sessions"):
+                break
+            time.sleep(0.1)
+        assert not tmux("list-sessions"), "perfwatch did not quit"
+    finally:
+        tmux("kill-server")
