@@ -41,6 +41,11 @@ from perfwatch.core.telemetry.types import Sampler, Snapshot
 log = logging.getLogger(__name__)
 
 
+# a periodic task due within this many seconds is done now, with whatever woke the engine (a sample,
+# lines, the user): the 1 Hz telemetry, the 1 s follow and the 2 s energy poll then share one wake-up
+ALIGN = 0.3
+
+
 @dataclass
 class Session:
     logdir: Path
@@ -405,7 +410,7 @@ class LiveEngine:
             want = self._want_selected
         changed = self.book.apply(batches) if batches else set()
         ctl = self.controller
-        if ctl is not None and now >= self._next_poll:
+        if ctl is not None and now + ALIGN >= self._next_poll:
             self._next_poll = now + self.control_interval
             with self._ctl_lock:
                 try:
@@ -423,7 +428,7 @@ class LiveEngine:
             if run is not None:
                 view = self._views[rid] = run.view()
                 self._update_eta(rid, view)
-        if self._views and now >= self._next_energy:
+        if self._views and now + ALIGN >= self._next_energy:
             self._next_energy = now + self.energy_interval
             changed |= self._update_energy()
         devices = False
@@ -514,7 +519,7 @@ class LiveEngine:
                     self._follower, self._next_follow = TelemetryFollower(path), 0.0
                     sel, moved = SelectedRun(want, sel.tail, ()), True
         follower = self._follower
-        if follower is not None and now >= self._next_follow:
+        if follower is not None and now + ALIGN >= self._next_follow:
             self._next_follow = now + self.follow_interval
             try:
                 grew = follower.poll()

@@ -113,6 +113,8 @@ class MainScreen(Screen[None]):
             self._paint_pending = False
             self._last_detail = 0.0
             self._paint()
+        elif not self._paint_pending and time.monotonic() - self._last_paint >= 0.9 * self.refresh_interval:
+            self._paint()  # the last paint is old enough: now, not after one more wake-up of the loop
         else:
             self._schedule_paint()
 
