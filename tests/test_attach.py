@@ -117,17 +117,17 @@ def test_attach_readopts_live_runs_and_can_stop_them(tmp_path: Path) -> None:
         pids = {r["run_id"]: r["pid"] for r in registry(logdir)["runs"]}
         session = attach_session(logdir)
         ctl = session.controller
-        assert isinstance(ctl, Scheduler)  # nobody owned it: this attach takes over
+        assert isinstance(ctl, Scheduler), ctl  # nobody owned it: this attach takes over
         procs = ctl.procs()
         assert {rid: (p.state, p.pid) for rid, p in procs.items()} == {
-            rid: (RunState.RUNNING, pid) for rid, pid in pids.items()}
+            rid: (RunState.RUNNING, pid) for rid, pid in pids.items()}, (procs, registry(logdir)["runs"])
         ctl.pause("long.r0")
         assert wait_for(lambda: psutil.Process(pids["long.r0"]).status() == psutil.STATUS_STOPPED), (
             ctl.procs()["long.r0"], psutil.Process(pids["long.r0"]).status())  # what the scheduler made of it
         ctl.stop_all()
-        assert wait_for(lambda: ctl.done, tick=ctl.poll)
-        assert {p.state for p in ctl.procs().values()} == {RunState.STOPPED}
-        assert group_members(set(pids.values())) == []
+        assert wait_for(lambda: ctl.done, tick=ctl.poll), ctl.procs()
+        assert {p.state for p in ctl.procs().values()} == {RunState.STOPPED}, ctl.procs()
+        assert group_members(set(pids.values())) == [], ctl.procs()
     finally:
         if ctl is not None:
             ctl.close(stop_runs=False)  # its threads never outlive the test, pass or fail

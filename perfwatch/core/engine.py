@@ -44,6 +44,10 @@ log = logging.getLogger(__name__)
 # a periodic task due within this many seconds is done now, with whatever woke the engine (a sample,
 # lines, the user): the 1 Hz telemetry, the 1 s follow and the 2 s energy poll then share one wake-up
 ALIGN = 0.3
+# a run's ETA is refitted for a new eval at most this often (MLPerf evals are minutes apart; a log
+# with an eval every second would otherwise cost a fit per run per second); reaching the target or
+# stopping is shown at once
+ETA_MIN_INTERVAL = 10.0
 
 
 @dataclass
@@ -266,6 +270,8 @@ class LiveEngine:
         self._views: dict[str, RunView] = {}
         self._etas: dict[str, Eta] = {}
         self._eta_keys: dict[str, tuple[object, ...]] = {}
+        self._eta_fitted: dict[str, float] = {}  # run -> when its ETA was last fitted (monotonic)
+        self._eta_due: dict[str, float] = {}  # run -> when a deferred refit is due (see ETA_MIN_INTERVAL)
         self._procs: dict[str, ProcInfo] = {}
         self._devices: Snapshot | None = None
         self._errors: deque[EngineError] = deque(maxlen=KEEP_ERRORS)
@@ -335,6 +341,8 @@ class LiveEngine:
             due.append(self._next_energy)
         if self.controller is not None:
             due.append(self._next_poll)
+        if self._eta_due:
+            due.append(min(self._eta_due.values()))
         if not due:
             return 1.0
         return min(max(min(due) - now, 0.01), 1.0)
@@ -427,7 +435,12 @@ class LiveEngine:
             run = self.book.get(rid)
             if run is not None:
                 view = self._views[rid] = run.view()
-                self._update_eta(rid, view)
+                self._update_eta(rid, view, now)
+        for rid, due in list(self._eta_due.items()):  # deferred refits whose time came
+            if now + ALIGN >= due and rid in self._views:
+                self._eta_keys.pop(rid, None)
+                self._update_eta(rid, self._views[rid], now)
+                changed.add(rid)
         if self._views and now + ALIGN >= self._next_energy:
             self._next_energy = now + self.energy_interval
             changed |= self._update_energy()
@@ -446,13 +459,23 @@ class LiveEngine:
             self.ready.set()
         return True
 
-    def _update_eta(self, run_id: str, view: RunView) -> None:
-        """Refit only when the evals, the target or the run's end changed (a fit costs a few ms)."""
+    def _update_eta(self, run_id: str, view: RunView, now: float) -> None:
+        """Refit only when the evals, the target or the run's end changed (a fit costs about a ms), and
+        for a new eval alone at most every ETA_MIN_INTERVAL: the shown ETA counts down between fits."""
         last = view.evals[-1] if view.evals else None
         key = (len(view.evals), last, view.target, view.target_reached, view.phase == "stopped")
-        if self._eta_keys.get(run_id) != key:
-            self._eta_keys[run_id] = key
-            self._etas[run_id] = eta_to_target(view)
+        old = self._eta_keys.get(run_id)
+        if old == key:
+            return
+        just_an_eval = old is not None and old[2:] == key[2:]
+        fitted = self._eta_fitted.get(run_id)
+        if just_an_eval and fitted is not None and now - fitted < ETA_MIN_INTERVAL:
+            self._eta_due.setdefault(run_id, fitted + ETA_MIN_INTERVAL)
+            return
+        self._eta_keys[run_id] = key
+        self._eta_fitted[run_id] = now
+        self._eta_due.pop(run_id, None)
+        self._etas[run_id] = eta_to_target(view)
 
     def _update_energy(self) -> set[str]:
         """Read what every run's telemetry.jsonl gained; recompute the energy of runs whose readings

@@ -83,6 +83,8 @@ class RunsTable(ScrollView, can_focus=True):
         self._styles: dict[str, Style] | None = None
         self.marked: set[str] = set()  # runs chosen for the compare screen
         self._valued: dict[str, set[str]] = {k: set() for k in OPTIONAL}  # column -> runs with a value
+        self._layout_for: tuple[int, frozenset[str]] | None = None  # (width, optional columns) of _layout_cols
+        self._layout_cols: list[tuple[str, str, int]] = []
 
     # ---- data ---------------------------------------------------------------
     @property
@@ -227,10 +229,18 @@ class RunsTable(ScrollView, can_focus=True):
     # ---- drawing ------------------------------------------------------------
     def _optional_shown(self) -> frozenset[str]:
         """Optional columns some visible-or-not run has a value for."""
-        return frozenset(k for k, runs in self._valued.items() if runs)
+        return frozenset([k for k, runs in self._valued.items() if runs])
 
     def _layout(self, width: int) -> list[tuple[str, str, int]]:
+        """The columns and their widths; asked for by every line painted, so kept until width or the
+        optional columns change (recomputing it per line was a seventh of the live view's CPU)."""
         shown = self._optional_shown()
+        if self._layout_for != (width, shown):
+            self._layout_for, self._layout_cols = (width, shown), self._compute_layout(width, shown)
+        return self._layout_cols
+
+    @staticmethod
+    def _compute_layout(width: int, shown: frozenset[str]) -> list[tuple[str, str, int]]:
         cols = [c for c in COLUMNS if c[0] != "id" and (c[0] not in OPTIONAL or c[0] in shown)]
         for drop in ((), OPTIONAL, NARROW_HIDE):  # narrow: the optional columns go first, then the rest
             kept = [c for c in cols if c[0] not in drop]
