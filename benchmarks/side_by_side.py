@@ -63,7 +63,9 @@ def ingest_figures(tree: Path, lines: int) -> dict[str, float]:
 
 
 def tui_figures(tree: Path, seconds: int) -> dict[str, float]:
-    text = run_script(tree, ["benchmarks/tui_cpu.py", "--seconds", str(seconds)], 60 + 3 * seconds)
+    # this tree's script for both sides (`--tree`): an older script measured CPU in 10 ms ticks
+    text = run_script(tree, [str(REPO / "benchmarks" / "tui_cpu.py"), "--seconds", str(seconds), "--tree", str(tree)],
+                      60 + 3 * seconds)
     m = re.search(r"\{.*\}", text, re.S)
     if not m:
         raise SystemExit(f"benchmarks/tui_cpu.py in {tree} printed no result:\n{text[-2000:]}")

@@ -106,6 +106,9 @@ def main() -> int:
     ap.add_argument("--rate", type=float, default=10.0, help="lines per second per run")
     ap.add_argument("--warmup", type=float, default=5.0)
     ap.add_argument("--threads", action="store_true", help="also each thread's share (where the CPU goes)")
+    ap.add_argument("--tree", type=Path, default=REPO,
+                    help="perfwatch source tree to run (default: this one; side_by_side.py measures an older "
+                    "tree with this script, so both sides are measured alike)")
     args = ap.parse_args()
     if shutil.which("tmux") is None:
         print("tmux is not installed: apt-get install tmux", file=sys.stderr)
@@ -117,7 +120,7 @@ def main() -> int:
             (root / f"run{i:02d}").mkdir(parents=True)
             (root / f"run{i:02d}" / "mllog.txt").touch()
         writer = subprocess.Popen([sys.executable, "-c", WRITER, str(root), str(args.runs), str(args.rate)])
-        env = f"PERFWATCH_CONFIG_DIR={tmp}/cfg PYTHONPATH={REPO}"
+        env = f"PERFWATCH_CONFIG_DIR={tmp}/cfg PYTHONPATH={args.tree.resolve()}"
         cmd = f"exec env {env} {sys.executable} -m perfwatch attach {root} --theme dark"
         try:
             tmux(sock, "new-session", "-d", "-s", "pw", "-x", "120", "-y", "40", cmd)
