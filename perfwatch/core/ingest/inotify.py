@@ -146,8 +146,8 @@ class CoalescingInotify:
             if self._stop.wait(self.interval):
                 return
 
-    def _drain(self) -> list[tuple[int, int, str]]:
-        out: list[tuple[int, int, str]] = []
+    def _drain(self) -> list[tuple[int, int, bytes]]:
+        out: list[tuple[int, int, bytes]] = []  # names still raw: decoded once per distinct event
         while True:
             try:
                 data = os.read(self._fd, _READ_BYTES)
@@ -162,11 +162,14 @@ class CoalescingInotify:
                 wd, mask, _cookie, size = _HEADER.unpack_from(data, pos)
                 name = data[pos + _HEADER.size: pos + _HEADER.size + size].rstrip(b"\0")
                 pos += _HEADER.size + size
-                out.append((wd, mask, os.fsdecode(name)))
+                out.append((wd, mask, name))
 
-    def _dispatch(self, events: list[tuple[int, int, str]]) -> None:
+    def _dispatch(self, events: list[tuple[int, int, bytes]]) -> None:
         seen: set[tuple[str, bool]] = set()
-        for wd, mask, name in events:
+        # the kernel merges an event only with the last unread one: 16 files written in turn leave ~80
+        # repeats of the same few (watch, mask, name) per read; they say nothing more than the first
+        for wd, mask, raw in dict.fromkeys(events):
+            name = os.fsdecode(raw)
             if mask & IN_Q_OVERFLOW:  # events were lost: every watched folder is looked at again
                 with self._lock:
                     folders = [f for f, _, _ in self._handlers]
@@ -193,13 +196,24 @@ class CoalescingInotify:
                 continue
             if name:
                 seen.add((path, False))
+        batches: dict[int, tuple[Any, list[str]]] = {}  # handler -> its changed files, for one call
         for path, is_dir in seen:
-            event = DirCreatedEvent(path) if is_dir else FileModifiedEvent(path)
+            event: DirCreatedEvent | FileModifiedEvent | None = None
             for folder, recursive, handler in list(self._handlers):
                 parent = path if is_dir else os.path.dirname(path)
                 if parent == folder or (recursive and parent.startswith(folder + os.sep)) or \
                         (is_dir and path.startswith(folder + os.sep) and recursive):
+                    if not is_dir and hasattr(handler, "on_files_modified"):
+                        batches.setdefault(id(handler), (handler, []))[1].append(path)
+                        continue
+                    if event is None:
+                        event = DirCreatedEvent(path) if is_dir else FileModifiedEvent(path)
                     try:
                         handler.dispatch(event)
                     except Exception:  # a handler's bug must not stop the observer
                         log.exception("inotify handler failed")
+        for handler, paths in batches.values():  # one call (one lock, one wake-up) per handler and read
+            try:
+                handler.on_files_modified(paths)
+            except Exception:
+                log.exception("inotify handler failed")

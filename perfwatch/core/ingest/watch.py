@@ -106,6 +106,10 @@ class _Handler(FileSystemEventHandler):
             return
         self._w._mark_files(paths)
 
+    def on_files_modified(self, paths: list[str]) -> None:
+        """The coalescing inotify reader's batch form: every file changed since its last read, at once."""
+        self._w._mark_files(paths)
+
 
 class LogWatcher:
     """Follow candidate files under `roots` (folders, or single files) and feed `sink` with batches.
