@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import selectors
+import threading
 import time
 from codecs import getincrementaldecoder
 from typing import Any
@@ -31,6 +32,7 @@ class QuietLinuxDriver(LinuxDriver):
 
     _wake_w: int | None = None
     _stopping = False
+    _wake_lock = threading.Lock()  # the pipe is never written after the input thread closed it
 
     def run_input_thread(self) -> None:
         try:
@@ -63,11 +65,12 @@ class QuietLinuxDriver(LinuxDriver):
                     self._dispatch(parser.feed(decode(data)))
                 self._dispatch(parser.tick())
         finally:
-            self._wake_w = None
+            with self._wake_lock:
+                self._wake_w = None
+                for fd in (wake_r, wake_w):
+                    with contextlib.suppress(OSError):
+                        os.close(fd)
             selector.close()
-            for fd in (wake_r, wake_w):
-                with contextlib.suppress(OSError):
-                    os.close(fd)
             with contextlib.suppress(Exception):  # as Textual: whatever is half-parsed is dropped
                 for _ in parser.feed(""):
                     pass
@@ -79,8 +82,8 @@ class QuietLinuxDriver(LinuxDriver):
     def disable_input(self) -> None:
         """Wake the input thread so that it sees it must stop (Textual then joins it)."""
         self._stopping = True
-        wake = self._wake_w
-        if wake is not None:
-            with contextlib.suppress(OSError):
-                os.write(wake, b"x")
+        with self._wake_lock:
+            if self._wake_w is not None:
+                with contextlib.suppress(OSError):
+                    os.write(self._wake_w, b"x")
         super().disable_input()
