@@ -91,3 +91,43 @@ async def test_the_tui_shows_engine_errors_to_the_user(tmp_path):
         await until(pilot, lambda: table(app).visible_ids == ["mlp.r0"], "the run")
         await until(pilot, lambda: "cannot read" in screen_text(app), "the error as a notification")
         assert "symbolic" in screen_text(app)  # the reason (the toast wraps the long path)
+
+
+def test_a_new_eval_refits_the_eta_at_most_every_interval_but_the_target_shows_at_once(tmp_path, monkeypatch):
+    """A fit per run per eval would cost a core on a log with an eval a second: a new eval alone is refitted
+    at most every ETA_MIN_INTERVAL (then it is, without any further line), reaching the target at once."""
+    import math
+
+    from perfwatch.core import engine as engine_mod
+
+    monkeypatch.setattr(engine_mod, "ETA_MIN_INTERVAL", 3.0)
+    log = tmp_path / "result_0.txt"
+    curve = [0.8 - 0.5 * math.exp(-0.35 * k) for k in range(1, 12)]  # reaches resnet's 0.759 at epoch 8
+    head = mllog("submission_benchmark", "resnet", 0) + mllog("run_start", None, 0)
+    log.write_text(head + "".join(mllog("eval_accuracy", curve[k], 60_000 * (k + 1), epoch_num=k + 1)
+                                  for k in range(4)))
+    engine = LiveEngine(attach_session(tmp_path, control=False))
+    engine.start()
+
+    def state() -> tuple[int, object]:
+        snap = engine.snapshot
+        if snap is None or "result_0" not in snap.views:
+            return 0, None
+        return len(snap.views["result_0"].evals), snap.etas.get("result_0")
+
+    try:
+        _wait(lambda: state()[0] == 4 and state()[1] is not None, "the first fit")
+        first = state()[1]
+        assert first.status == "converging"  # type: ignore[union-attr]
+        with log.open("a") as fh:
+            fh.write(mllog("eval_accuracy", curve[4], 5 * 60_000, epoch_num=5))
+        _wait(lambda: state()[0] == 5, "the fifth eval")
+        assert state()[1] is first, "refitted at once for a new eval"
+        _wait(lambda: state()[1] is not first, "the deferred refit, with no further line", timeout=15)
+        assert state()[1] != first  # the fit saw the fifth eval
+        with log.open("a") as fh:  # the target: shown at once, though the last fit is less than 3 s old
+            fh.write("".join(mllog("eval_accuracy", curve[k], 60_000 * (k + 1), epoch_num=k + 1)
+                             for k in range(5, 8)))
+        _wait(lambda: (e := state()[1]) is not None and e.status == "reached", "reached", timeout=2.5)
+    finally:
+        engine.stop()

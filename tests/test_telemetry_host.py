@@ -49,6 +49,12 @@ def test_host_readings_are_real() -> None:
     assert second.mem_total == psutil.virtual_memory().total
     assert second.mem_used is not None and 0 < second.mem_used <= second.mem_total
     assert second.swap_total is not None
+    # one /proc/meminfo read gives what psutil gives (memory moves between the reads: a small tolerance)
+    vm, sw = psutil.virtual_memory(), psutil.swap_memory()
+    assert abs(second.mem_used - (vm.total - vm.available)) < 64 << 20
+    assert second.mem_percent is not None and abs(second.mem_percent - vm.percent) < 1.0
+    assert second.swap_total == sw.total and second.swap_used is not None
+    assert abs(second.swap_used - sw.used) < 64 << 20
     for rate in (second.disk_read_bps, second.disk_write_bps, second.net_rx_bps, second.net_tx_bps):
         assert rate is None or rate >= 0.0
     if psutil.net_io_counters() is not None:

@@ -122,7 +122,7 @@ def reread(session: Session) -> RunBook:
     book = RunBook(session.book.root, ruleset=session.book.ruleset, targets=session.book.targets,
                    stand_ins=session.book.stand_ins)
     for path in discover(session.book.root):
-        try:  # streamed in 1 MiB batches, as `report` reads: a 600 MB log never sits in memory whole
+        try:  # streamed in 256 KiB blocks, as `report` reads: a 600 MB log never sits in memory whole
             for block in iter_blocks(path):
                 book.feed_file(path, block)
         except OSError:
@@ -437,7 +437,9 @@ class LiveEngine:
                 view = self._views[rid] = run.view()
                 self._update_eta(rid, view, now)
         for rid, due in list(self._eta_due.items()):  # deferred refits whose time came
-            if now + ALIGN >= due and rid in self._views:
+            if rid not in self._views:
+                del self._eta_due[rid]  # never left due: the engine would wake 100x/s for it
+            elif now + ALIGN >= due:
                 self._eta_keys.pop(rid, None)
                 self._update_eta(rid, self._views[rid], now)
                 changed.add(rid)

@@ -48,6 +48,7 @@ class RunBook(msgspec.Struct):
     stand_ins: Mapping[str, StandsFor] = msgspec.field(default_factory=dict)  # run id -> the campaign's `mlperf:`
     runs: dict[str, Run] = msgspec.field(default_factory=dict)
     tails: dict[str, deque[bytes]] = msgspec.field(default_factory=dict)  # raw: decoded when asked for
+    _tail_text: dict[str, tuple[str, ...]] = msgspec.field(default_factory=dict)  # decoded, until it grows
     _sources: dict[str, _Source | None] = msgspec.field(default_factory=dict)
     _has_mllog: set[str] = msgspec.field(default_factory=set)
     _order: list[str] = msgspec.field(default_factory=list)
@@ -172,6 +173,7 @@ class RunBook(msgspec.Struct):
         elif reset:
             tail.clear()
         tail.extend(last_lines(lines, LOG_TAIL_LINES) if isinstance(lines, bytes) else lines[-LOG_TAIL_LINES:])
+        self._tail_text.pop(run_id, None)
 
     # ---- views -------------------------------------------------------------------
     def get(self, run_id: str) -> Run | None:
@@ -187,8 +189,12 @@ class RunBook(msgspec.Struct):
             run.finish()
 
     def log_tail(self, run_id: str) -> tuple[str, ...]:
-        tail = self.tails.get(run_id)
-        return tuple(raw.rstrip(b"\r").decode("utf-8", errors="replace") for raw in tail) if tail else ()
+        text = self._tail_text.get(run_id)
+        if text is None:  # decoded once per change, not per block read nor per ask
+            tail = self.tails.get(run_id)
+            text = tuple(raw.rstrip(b"\r").decode("utf-8", errors="replace") for raw in tail) if tail else ()
+            self._tail_text[run_id] = text
+        return text
 
 
 def _feed_run(run: Run, lines: list[bytes] | bytes) -> int:

@@ -57,11 +57,11 @@ class HostSampler:
         swap_used = swap_total = None
         fields = _meminfo()
         if fields is not None:  # what psutil computes from the same file, read once instead of twice
-            mem_total, avail = fields["MemTotal:"], fields["MemAvailable:"]
+            mem_total, avail = fields[b"MemTotal:"], fields[b"MemAvailable:"]
             mem_used = mem_total - avail
             mem_percent = round(100.0 * mem_used / mem_total, 1) if mem_total else 0.0
-            swap_total = fields["SwapTotal:"]
-            swap_used = swap_total - fields["SwapFree:"]
+            swap_total = fields[b"SwapTotal:"]
+            swap_used = swap_total - fields[b"SwapFree:"]
         else:
             try:
                 vm = psutil.virtual_memory()
@@ -165,10 +165,10 @@ class HostSampler:
             return None
 
 
-_MEMINFO_NEEDED = ("MemTotal:", "MemAvailable:", "SwapTotal:", "SwapFree:")
+_MEMINFO_NEEDED = (b"MemTotal:", b"MemAvailable:", b"SwapTotal:", b"SwapFree:")
 
 
-def _meminfo() -> dict[str, int] | None:
+def _meminfo() -> dict[bytes, int] | None:
     """Linux: /proc/meminfo in bytes, when it has what the sample needs; else None (then psutil).
     psutil reads it once for memory and again, with /proc/vmstat, for swap: a fifth of a 1 Hz sample."""
     try:
@@ -179,9 +179,9 @@ def _meminfo() -> dict[str, int] | None:
     out = {}
     for line in text.splitlines():
         parts = line.split()
-        if len(parts) >= 2 and parts[0].decode() in _MEMINFO_NEEDED:
+        if len(parts) >= 2 and parts[0] in _MEMINFO_NEEDED:
             with contextlib.suppress(ValueError):
-                out[parts[0].decode()] = int(parts[1]) * 1024
+                out[parts[0]] = int(parts[1]) * 1024
     return out if all(k in out for k in _MEMINFO_NEEDED) else None
 
 
