@@ -64,3 +64,22 @@ def test_check_prints_its_verdict_in_full(mlperf_logs: Path) -> None:
     assert out.returncode in (0, 1), out.stderr
     assert "runs pass the official compliance checker" in out.stdout
     assert out.stdout.rstrip().splitlines()[-1].startswith("RCP")  # the last line arrived too
+
+
+def test_the_start_up_shortcuts_leave_python_whole() -> None:
+    """`report` imports msgspec with `uuid` handed a stand-in for `platform` and leaves the collector off
+    (cli.py); afterwards the real `platform` and `uuid` answer as in a plain interpreter, and a command
+    run from code (a test, the TUI) keeps its garbage collector."""
+    probe = (
+        "import gc, perfwatch.cli as cli\n"
+        "cli._import_msgspec_without_backports()\n"
+        "import platform, uuid, os\n"
+        "assert platform.system() == os.uname().sysname and platform.python_version()\n"
+        "assert uuid._LINUX == (os.uname().sysname == 'Linux') and uuid.uuid4().version == 4\n"
+        "assert type(platform.uname).__name__ == 'type' or callable(platform.uname)\n"
+        "cli.main(['report', '/nonexistent-perfwatch-probe'])\n"
+        "assert gc.isenabled()\n"
+        "print('whole')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=ENV)
+    assert out.returncode == 0 and out.stdout.strip().endswith("whole"), out.stderr

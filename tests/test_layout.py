@@ -55,9 +55,10 @@ def test_a_single_file_is_named_against_its_folder(tmp_path: Path) -> None:
 
 def test_perfwatch_own_files_and_hidden_files_are_never_logs(tmp_path: Path) -> None:
     for name in ("perfwatch.json", "telemetry.jsonl", "exit.json", ".attempt-1.mllog.txt",
-                 ".perfwatch.json.12.tmp", "mllog.txt.1", "output.log.gz"):
+                 ".perfwatch.json.12.tmp", "mllog.txt.1", "output.log.gz", "output.log.12", "result_0.txt.xz",
+                 "result_1.txt.zst"):
         assert not layout.is_log_name(tmp_path / name), name
-    for name in ("mllog.txt", "output.log", "result_3.txt", "bert_mllog"):
+    for name in ("mllog.txt", "output.log", "result_3.txt", "bert_mllog", "v2.1.txt", "run.1.log", "mllog.1.txt"):
         assert layout.is_log_name(tmp_path / name), name
 
 

@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 from pathlib import Path
 
 __all__ = [
@@ -61,7 +60,15 @@ OWN_FILES = frozenset({REGISTRY_FILE, TELEMETRY_FILE, EXIT_FILE})  # perfwatch's
 
 _LOG_SUFFIXES = (".txt", ".log")
 # rotated copies (mllog.txt.1) and compressed files would count lines twice or not decode
-_ROTATED = re.compile(r"\.(?:txt|log)\.\d+$|\.(?:gz|bz2|xz|zst|zip|lz4)$")
+_COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4")
+
+
+def _rotated_or_compressed(name: str) -> bool:
+    """`mllog.txt.1`, `output.log.12`, `x.txt.gz`: string tests (no regex compiled at start-up)."""
+    if name.endswith(_COMPRESSED_SUFFIXES):
+        return True
+    head, dot, num = name.rpartition(".")
+    return bool(dot) and num.isdecimal() and head.endswith(_LOG_SUFFIXES)
 
 
 def run_dir(logdir: Path | str, run_id: str) -> Path:
@@ -107,7 +114,7 @@ def is_log_name(path: Path | str) -> bool:
     (attempt archives, temp files of atomic writes), rotated copies or compressed files.
     """
     name = os.path.basename(path)
-    if name in OWN_FILES or name.startswith(".") or _ROTATED.search(name):
+    if name in OWN_FILES or name.startswith(".") or _rotated_or_compressed(name):
         return False
     return name.endswith(_LOG_SUFFIXES) or "mllog" in name
 

@@ -19,7 +19,6 @@ cached per CPU model, thread count, torch version and dtype.
 from __future__ import annotations
 
 import math
-import platform
 import re
 import time
 from collections.abc import Callable, Mapping
@@ -266,6 +265,8 @@ def cpu_model() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    import platform  # only here: importing it costs ~2 ms of every `perfwatch report`
+
     return platform.processor() or platform.machine() or "unknown cpu"
 
 

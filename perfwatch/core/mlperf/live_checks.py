@@ -51,6 +51,7 @@ ORDER_KEYS = ("init_start", "init_stop", "run_start", "run_stop", "block_start")
 # records whose value names the next rule file (POST: enqueue_config('...{}...'.format(v['value'])))
 ENQUEUE_KEYS = frozenset({"submission_division", "submission_benchmark", "opt_name"})
 _SAFE_RULE_VALUE = re.compile(r"[A-Za-z0-9_.+ -]{1,128}")
+Check = tuple[str, CodeType, str | None]  # the rule's text, compiled; the metadata key it only asks about
 
 
 def unsafe_rule_value(value: Any) -> bool:
@@ -72,9 +73,9 @@ class KeyRule(msgspec.Struct):
 
     name: str
     req: str | None
-    checks: tuple[tuple[str, CodeType], ...]
-    first_checks: tuple[tuple[str, CodeType], ...]
-    atleast_one: tuple[str, CodeType] | None
+    checks: tuple[Check, ...]
+    first_checks: tuple[Check, ...]
+    atleast_one: Check | None
     enqueue: str | None  # rule file name pattern to load with this key's value
     budget: tuple[int, int] | None  # (open, closed) init minutes set by this key (submission_division)
 
@@ -84,7 +85,17 @@ class RuleFile(msgspec.Struct):
     missing: bool = False
 
 
-def _compile_list(raw: Any) -> tuple[tuple[str, CodeType], ...]:
+def _metadata_member(text: str) -> str | None:
+    """`name` for a check that reads "'name' in v['metadata']", the commonest per-record CHECK (every
+    epoch and eval record): `_eval` answers it as eval would, without eval."""
+    quoted, sep, rest = text.partition(" in ")
+    name = quoted[1:-1]
+    if sep and rest.strip() == "v['metadata']" and quoted[:1] == quoted[-1:] == "'" and name.isidentifier():
+        return name
+    return None
+
+
+def _compile_list(raw: Any) -> tuple[Check, ...]:
     items = raw if isinstance(raw, list) else [raw] if isinstance(raw, str) else []
     out = []
     for text in items:
@@ -92,9 +103,10 @@ def _compile_list(raw: Any) -> tuple[tuple[str, CodeType], ...]:
         if not text or _IMPURE.search(text):
             continue
         try:
-            out.append((text, compile(text, "<mlperf rule>", "eval")))
+            code = compile(text, "<mlperf rule>", "eval")
         except SyntaxError:
             continue
+        out.append((text, code, _metadata_member(text)))
     return tuple(out)
 
 
@@ -272,15 +284,21 @@ class LiveChecker:
         self._cache = None
         self.version += 1
 
-    def _eval(self, ev: Event, checks: tuple[tuple[str, CodeType], ...], rule: str) -> None:
-        local = {"v": _v(ev)}
-        for text, code in checks:
-            try:
-                ok = eval(code, _EVAL_GLOBALS, local)
-            except Exception:
-                ok = False
+    def _eval(self, ev: Event, checks: tuple[Check, ...]) -> None:
+        local = None
+        for text, code, member in checks:
+            if member is not None:  # "'epoch_num' in v['metadata']": what eval would answer, without it
+                md = ev.md
+                ok = md is not None and member in md
+            else:
+                if local is None:
+                    local = {"v": _v(ev)}
+                try:
+                    ok = eval(code, _EVAL_GLOBALS, local)
+                except Exception:
+                    ok = False
             if not ok:
-                self._add("error", rule, f"CHECK for '{ev.key}' failed: {text}", ev.time_ms)
+                self._add("error", f"check:{ev.key}", f"CHECK for '{ev.key}' failed: {text}", ev.time_ms)
 
     def _judge(self, ev: Event, rule: KeyRule) -> None:
         key = ev.key
@@ -295,10 +313,10 @@ class LiveChecker:
         if key == "submission_division" and n == 1 and rule.budget is not None:
             self._budget_min = rule.budget[0] if ev.value == "open" else rule.budget[1]
         if rule.checks and not (n > 1 and key.startswith("submission_")):
-            self._eval(ev, rule.checks, f"check:{key}")
+            self._eval(ev, rule.checks)
         if rule.first_checks and key not in self._first_checked:
             self._first_checked.add(key)
-            self._eval(ev, rule.first_checks, f"check:{key}")
+            self._eval(ev, rule.first_checks)
         if rule.atleast_one is not None and key not in self._alo_hits:
             try:
                 hit = eval(rule.atleast_one[1], _EVAL_GLOBALS, {"v": _v(ev)})

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import math
 import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -27,8 +26,16 @@ from perfwatch.core.mlperf.scores import (
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import RunView
 
-_REPEAT_SUFFIX = re.compile(r"\.r\d+$")
-_RESULT_NAME = re.compile(r"result_\d+$")
+
+def _is_result_name(name: str) -> bool:
+    """`result_N`, an MLPerf result file's stem (string tests: start-up compiles no regex for this)."""
+    return name.startswith("result_") and name[7:].isdecimal()
+
+
+def _without_repeat(run_id: str) -> str:
+    """`mlp.bs32.r2` -> `mlp.bs32`: the repeats of one launched configuration share the rest."""
+    head, sep, num = run_id.rpartition(".r")
+    return head if sep and num.isdecimal() else run_id
 
 
 def status_of(view: RunView) -> str:
@@ -46,15 +53,15 @@ def group_of(view: RunView) -> str:
     """Runs that form one score: a results folder, or the repeats of one launched configuration."""
     rid = view.run_id
     folder, _, name = rid.rpartition("/")
-    if _RESULT_NAME.match(name):
+    if _is_result_name(name):
         return folder or "."
-    return _REPEAT_SUFFIX.sub("", rid)
+    return _without_repeat(rid)
 
 
 def group_dir(members: list[RunView]) -> Path | None:
     """The results folder on disk holding a group's `result_N.txt` files (where scaling.json lives)."""
     parents = {os.path.dirname(v.path) for v in members}
-    if len(parents) != 1 or not all(_RESULT_NAME.match(Path(v.path).stem) for v in members):
+    if len(parents) != 1 or not all(_is_result_name(Path(v.path).stem) for v in members):
         return None
     return Path(parents.pop())
 
