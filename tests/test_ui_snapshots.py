@@ -7,8 +7,10 @@ Update after an intended change with `pytest tests/test_ui_snapshots.py --snapsh
 
 from __future__ import annotations
 
+import re
+
 import pytest
-from ui_helpers import attach_app, table, until
+from ui_helpers import attach_app, screen_text, table, until
 
 from perfwatch.core.telemetry.fake import FakeSampler
 
@@ -83,6 +85,8 @@ def test_snapshot_campaign_view(snap_compare, mlperf_logs):
         app.screen.query_one("DataTable").move_cursor(row=1)
         await pilot.press("b")
         await until(pilot, lambda: any(r.speedup for r in app.screen.rows), "the baseline ratio")
-        await pilot.pause()
+        # the table's columns are widened on a later refresh: wait until the interval is drawn whole
+        await until(pilot, lambda: re.search(r"×\d\.\d\d \[\d\.\d\d–\d\.\d\d\]", screen_text(app)) is not None,
+                    "the speed-up interval drawn whole")
 
     assert snap_compare(app, terminal_size=(150, 20), run_before=run_before)

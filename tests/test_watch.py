@@ -383,3 +383,41 @@ def test_min_interval_bounds_read_passes(tmp_path: Path, no_leak: None) -> None:
     lines = [ln for c in calls for b in c for ln in b.lines]
     assert lines == [b"line %d" % i for i in range(200)]  # nothing lost, in order
     assert len(calls) - before <= 4  # not one pass per append
+
+
+def test_the_coalescing_reader_sleeps_until_there_is_something_and_stops_at_once(tmp_path: Path) -> None:
+    """No polling: an untouched folder costs the reader thread no wake-ups, and `stop` ends it at once."""
+    from perfwatch.core.ingest.inotify import CoalescingInotify, available
+
+    if not available():
+        pytest.skip("inotify is Linux only")
+    seen: list[list[str]] = []
+
+    class Handler:
+        def on_files_modified(self, paths: list[str]) -> None:
+            seen.append(paths)
+
+    obs = CoalescingInotify(0.05)
+    obs.schedule(Handler(), str(tmp_path))
+    obs.start()
+    assert obs._thread is not None
+    tid = obs._thread.native_id
+    status = Path(f"/proc/self/task/{tid}/status")
+
+    def switches() -> int:
+        text = status.read_text()
+        return int(text.split("voluntary_ctxt_switches:")[1].split()[0])
+
+    time.sleep(0.3)
+    before = switches()
+    time.sleep(1.5)
+    assert switches() - before <= 1  # the old reader woke every 0.5 s to look at its stop flag
+    (tmp_path / "a.txt").write_text("x\n")
+    for _ in range(200):
+        if seen:
+            break
+        time.sleep(0.01)
+    assert seen and seen[0] == [str(tmp_path / "a.txt")]
+    obs.stop()
+    obs.join(5)
+    assert not obs._thread.is_alive()

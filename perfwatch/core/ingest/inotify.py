@@ -14,6 +14,7 @@ code is shared. Linux only (ctypes on libc); `available()` says whether it can b
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import logging
@@ -83,6 +84,9 @@ class CoalescingInotify:
         self._by_path: dict[str, int] = {}
         self._handlers: list[tuple[str, bool, Any]] = []  # (folder, recursive, handler)
         self._stop = threading.Event()
+        # `stop` writes here: the reader sleeps in select() until the kernel or `stop` has something,
+        # instead of waking twice a second to look at the stop flag
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._thread: threading.Thread | None = None
 
     # ---- watchdog-like API ------------------------------------------------------------------
@@ -98,14 +102,22 @@ class CoalescingInotify:
 
     def stop(self) -> None:
         self._stop.set()
+        with self._lock:
+            if self._wake_w >= 0:
+                with contextlib.suppress(OSError):  # full: a stop is pending anyway
+                    os.write(self._wake_w, b"x")
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None:
             self._thread.join(timeout)
+        if self._thread is not None and self._thread.is_alive():
+            return  # still reading: closing its descriptors now would race with its select()
         with self._lock:
-            fd, self._fd = self._fd, -1
-        if fd >= 0:
-            os.close(fd)
+            fds = (self._fd, self._wake_r, self._wake_w)
+            self._fd = self._wake_r = self._wake_w = -1
+        for fd in fds:
+            if fd >= 0:
+                os.close(fd)
 
     # ---- watches -------------------------------------------------------------------------------
     def _add(self, folder: str) -> None:
@@ -134,10 +146,12 @@ class CoalescingInotify:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                ready, _, _ = select.select([self._fd], [], [], 0.5)
+                ready, _, _ = select.select([self._fd, self._wake_r], [], [])
             except (OSError, ValueError):
                 return
-            if not ready:
+            if self._stop.is_set():
+                return
+            if self._fd not in ready:
                 continue
             events = self._drain()
             if events:
