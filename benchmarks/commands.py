@@ -5,6 +5,9 @@ Run: python benchmarks/commands.py [--lines 200000] [--reference-lines 20000] [-
 START  best-of-N wall time of `python -c pass`, `perfwatch --help` and `perfwatch report` on one
        result file, measured alternately in the same run (targets: --help <= 0.1 s, report on one
        file <= 0.15 s on the reference machine; the difference to `python -c pass` is perfwatch's).
+       `python -S -c pass` shows what the interpreter costs without `site`: the difference is what
+       this machine's .pth hooks (a sandbox's certifi hook, the editable-install finder) add to every
+       Python start, perfwatch's and the summarizer's alike.
 P1     a generated log of --lines lines in which every line after the preamble is a `tracked_stats`
        (throughput, loss, lr, grad_norm, tokens: an LLM run). The whole `perfwatch report LOG` command
        (a new process: start-up, imports, read, parse, run model, live compliance checks, render)
@@ -109,6 +112,7 @@ def main() -> None:
     print(f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}")
     if "start" not in args.skip:
         best = best_alternating({
+            "python -S -c pass (no site hooks)": lambda: timed([sys.executable, "-S", "-c", "pass"]),
             "python -c pass": lambda: timed([sys.executable, "-c", "pass"]),
             "perfwatch --help": lambda: timed([*PERFWATCH, "--help"]),
             "perfwatch report <one result file>": lambda: timed([*PERFWATCH, "report", str(ONE)]),

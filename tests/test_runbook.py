@@ -71,3 +71,39 @@ def test_natural_order_of_results(tmp_path: Path) -> None:
     for i in (10, 2, 1):
         (tmp_path / f"result_{i}.txt").write_text(rec(i, "run_start"))
     assert [p.name for p in discover(tmp_path)] == ["result_1.txt", "result_2.txt", "result_10.txt"]
+
+
+def test_a_file_reads_the_same_in_one_buffer_and_in_blocks(tmp_path: Path) -> None:
+    """`report` reads a file under 8 MiB in one buffer and a bigger one in 256 KiB blocks cut at line
+    ends (a half line carried over, a line longer than the tailer's cap handed out in pieces). Whatever
+    the buffering, the blocks are the file's bytes in order, every block but a cut-off piece ends a
+    line, and the records parsed from them are the file's `:::MLLOG` lines (decoded here with json)."""
+    import codecs
+    import json
+
+    from perfwatch.core.ingest.mllog import LineParser
+    from perfwatch.core.model.book import iter_blocks
+
+    def rec(i: int, pad: str = "") -> bytes:
+        body = {"namespace": "", "time_ms": 1000 + i, "event_type": "POINT_IN_TIME", "key": f"k{i}",
+                "value": i, "metadata": {"pad": pad}}
+        return b"[1,0]<stdout>::: MLLOG noise :::MLLOG " + json.dumps(body).encode()
+
+    lines = [rec(0), b"plain output \xff\xfe not utf-8", rec(1, "x" * 3000), rec(2) + b"\r", b"", rec(3)]
+    data = b"\n".join(lines)  # no newline after the last record: a finished file may end so
+    path = tmp_path / "result_0.txt"
+    path.write_bytes(data)
+    expected = [json.loads(ln.split(b":::MLLOG ")[-1])["key"] for ln in lines if b":::MLLOG " in ln]
+    for chunk, whole in [(1 << 18, 8 << 20), (1 << 18, 0), (64, 0), (7, 0), (4096, 100)]:
+        blocks = list(iter_blocks(path, chunk, whole))
+        assert b"".join(blocks) == data, (chunk, whole)
+        assert all(b.endswith(b"\n") for b in blocks[:-1]), (chunk, whole)
+        parser = LineParser()
+        keys = [ev.key for b in blocks for ev in parser.feed_block(b)]
+        assert keys == expected and parser.bad_count == 0, (chunk, whole)
+        assert len(blocks) == 1 if whole > len(data) else len(blocks) > 1
+    utf16 = tmp_path / "utf16.txt"
+    utf16.write_bytes(codecs.BOM_UTF16_LE + b"\n".join(lines[:1] + lines[2:]).decode().encode("utf-16-le"))
+    for chunk, whole in [(1 << 18, 8 << 20), (50, 0)]:
+        text = b"".join(iter_blocks(utf16, chunk, whole)).decode()
+        assert text == b"\n".join(lines[:1] + lines[2:]).decode(), (chunk, whole)

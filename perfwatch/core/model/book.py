@@ -209,11 +209,13 @@ def _absolute(path: Path | str) -> str:
 
 
 READ_CHUNK = 1 << 18  # 256 KiB: a few thousand records parsed at a time stay in the CPU caches (P1)
+WHOLE_FILE_MAX = 8 << 20  # a file smaller than 8 MiB (an MLPerf result file) is read and parsed in one go
 
 
-def iter_blocks(path: Path | str, chunk: int = READ_CHUNK) -> Iterator[bytes]:
-    """A file as buffers of complete lines of about `chunk` bytes (the last may lack its newline);
-    memory stays flat for huge logs, and nothing is split into lines (`LineParser.feed_block`)."""
+def iter_blocks(path: Path | str, chunk: int = READ_CHUNK, whole: int = WHOLE_FILE_MAX) -> Iterator[bytes]:
+    """A file as buffers of complete lines (the last may lack its newline): one buffer when it is under
+    `whole` bytes, else about `chunk` bytes each, so memory stays flat for huge logs; nothing is split
+    into lines (`LineParser.feed_block`)."""
     with open_regular(path) as fh:
         read: Callable[[int], bytes] = fh.read
         if fh.read(2) in (b"\xff\xfe", b"\xfe\xff"):  # a UTF-16 log (BOM): read it as text, hand on UTF-8
@@ -222,10 +224,18 @@ def iter_blocks(path: Path | str, chunk: int = READ_CHUNK) -> Iterator[bytes]:
             read = lambda size: text.read(size).encode("utf-8")  # noqa: E731
         else:
             fh.seek(0)
+        # most logs end within `whole`: one buffer of the file's size, nothing cut and joined again (a
+        # file that grew since the fstat fills the buffer and goes on in blocks)
+        want = min(whole, os.fstat(fh.fileno()).st_size + 1)
+        first = read(want)
+        if len(first) < want:
+            if first:
+                yield first
+            return
         parts: list[bytes] = []  # the carried half line, in pieces: a huge line is joined once, not per chunk
         size = 0
         while True:
-            data = read(chunk)
+            data, first = first or read(chunk), b""  # the first buffer is cut like the others
             if not data:
                 break
             cut = data.rfind(b"\n") + 1
