@@ -224,14 +224,15 @@ def iter_blocks(path: Path | str, chunk: int = READ_CHUNK, whole: int = WHOLE_FI
             read = lambda size: text.read(size).encode("utf-8")  # noqa: E731
         else:
             fh.seek(0)
-        # most logs end within `whole`: one buffer of the file's size, nothing cut and joined again (a
-        # file that grew since the fstat fills the buffer and goes on in blocks)
-        want = min(whole, os.fstat(fh.fileno()).st_size + 1)
-        first = read(want)
-        if len(first) < want:
-            if first:
-                yield first
-            return
+        first = b""
+        size = os.fstat(fh.fileno()).st_size
+        if size < whole:  # one buffer of the file's size, nothing cut and joined again
+            first = read(size + 1)
+            if len(first) <= size:
+                if first:
+                    yield first
+                return
+            # it grew since the fstat: what was read is the first piece, the rest comes in blocks
         parts: list[bytes] = []  # the carried half line, in pieces: a huge line is joined once, not per chunk
         size = 0
         while True:
