@@ -107,3 +107,21 @@ def test_a_file_reads_the_same_in_one_buffer_and_in_blocks(tmp_path: Path) -> No
     for chunk, whole in [(1 << 18, 8 << 20), (50, 0)]:
         text = b"".join(iter_blocks(utf16, chunk, whole)).decode()
         assert text == b"\n".join(lines[:1] + lines[2:]).decode(), (chunk, whole)
+
+
+def test_the_headless_load_keeps_no_log_tail_and_the_same_runs(tmp_path: Path) -> None:
+    """`load` (report, compare, package) shows no log tail, so it keeps none; the runs are the same as a
+    live book's that keeps tails."""
+    from perfwatch.core.model.book import iter_blocks
+
+    folder = tmp_path / "bert"
+    folder.mkdir()
+    (folder / "result_0.txt").write_text(rec(1, "run_start") + rec(2, "seed", "7") + "shell noise\n")
+    static = load(tmp_path)
+    live = RunBook(tmp_path)
+    for path in discover(tmp_path):
+        for block in iter_blocks(path):
+            live.feed_file(path, block)
+    assert [v.run_id for v in static.views()] == [v.run_id for v in live.views()] == ["bert/result_0"]
+    assert static.views()[0].key_counts == live.views()[0].key_counts
+    assert static.log_tail("bert/result_0") == () and live.log_tail("bert/result_0")[-1] == "shell noise"

@@ -52,6 +52,7 @@ class RunBook(msgspec.Struct):
     _sources: dict[str, _Source | None] = msgspec.field(default_factory=dict)
     _has_mllog: set[str] = msgspec.field(default_factory=set)
     _order: list[str] = msgspec.field(default_factory=list)
+    keep_tails: bool = True  # `load` (report, compare, package) shows no log tail: it keeps none
 
     def __post_init__(self) -> None:
         # watchers report absolute paths; run ids are paths relative to an absolute root
@@ -167,6 +168,8 @@ class RunBook(msgspec.Struct):
         self._order.append(run.run_id)
 
     def _tail(self, run_id: str, lines: list[bytes] | bytes, reset: bool) -> None:
+        if not self.keep_tails:
+            return
         tail = self.tails.get(run_id)
         if tail is None:
             tail = self.tails[run_id] = deque(maxlen=LOG_TAIL_LINES)
@@ -256,9 +259,11 @@ def iter_blocks(path: Path | str, chunk: int = READ_CHUNK, whole: int = WHOLE_FI
 
 
 def load(root: Path | str, *, ruleset: str | None = None, stand_ins: Mapping[str, StandsFor] | None = None) -> RunBook:
-    """Read every log under `root` once (headless report/check); `stand_ins`: a campaign's `mlperf:` per run."""
+    """Read every log under `root` once (headless report/compare/package: no log tails kept);
+    `stand_ins`: a campaign's `mlperf:` per run."""
     root = Path(os.path.abspath(root))  # one spelling for the root and every path found under it
-    book = RunBook(root.parent if root.is_file() else root, ruleset=ruleset, stand_ins=stand_ins or {})
+    book = RunBook(root.parent if root.is_file() else root, ruleset=ruleset, stand_ins=stand_ins or {},
+                   keep_tails=False)
     for path in discover(root):
         try:
             for block in iter_blocks(path):
