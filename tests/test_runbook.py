@@ -102,6 +102,19 @@ def test_a_file_reads_the_same_in_one_buffer_and_in_blocks(tmp_path: Path) -> No
         keys = [ev.key for b in blocks for ev in parser.feed_block(b)]
         assert keys == expected and parser.bad_count == 0, (chunk, whole)
         assert len(blocks) == 1 if whole > len(data) else len(blocks) > 1
+    # `load` reads every file under 8 MiB into one reused buffer: each file's records as read fresh
+    other = tmp_path / "result_1.txt"
+    other.write_bytes(b"\n".join(lines[2:4]) + b"\n")
+    shared = bytearray()
+    for _ in range(2):
+        for p, want in ((path, expected), (other, expected[1:3]), (path, expected)):
+            parser = LineParser()
+            blocks = 0
+            for block in iter_blocks(p, into=shared):
+                assert block is shared
+                blocks += 1
+                got = [ev.key for ev in parser.feed_block(block)]
+            assert blocks == 1 and got == want and bytes(shared) == p.read_bytes()
     utf16 = tmp_path / "utf16.txt"
     utf16.write_bytes(codecs.BOM_UTF16_LE + b"\n".join(lines[:1] + lines[2:]).decode().encode("utf-16-le"))
     for chunk, whole in [(1 << 18, 8 << 20), (50, 0)]:

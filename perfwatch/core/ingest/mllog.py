@@ -17,6 +17,7 @@ bare `json.loads` into dicts; see `benchmarks/ingest.py` (P1).
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 from typing import Any
 
 import msgspec
@@ -25,6 +26,9 @@ TOKEN = b":::MLLOG "
 TOKEN_STR = ":::MLLOG "
 MAX_KEPT_BAD = 200
 MAX_BAD_TEXT = 2000
+# a log's raw bytes: `bytes`, or the read buffer `load` reuses file after file (model.book.iter_blocks);
+# nothing keeps a bytearray handed in: what is kept (records, bad lines) is sliced off it, i.e. copied
+Bytes = bytes | bytearray
 DENSITY_SAMPLE = 4 << 10  # feed_block judges a buffer's share of records on three 4 KiB windows
 
 
@@ -93,7 +97,7 @@ class LineParser:
         """Start numbering again (the file was truncated or replaced)."""
         self.lineno = 0
 
-    def feed(self, lines: list[bytes]) -> list[Event]:
+    def feed(self, lines: Sequence[Bytes]) -> list[Event]:
         """Parse a batch of complete lines (without their `\\n`)."""
         out: list[Event] = []
         append = out.append
@@ -127,7 +131,7 @@ class LineParser:
                     append(ev)
         return self._done(out, noise, len(lines))
 
-    def feed_block(self, data: bytes) -> list[Event]:
+    def feed_block(self, data: Bytes) -> list[Event]:
         """Parse complete lines handed over as one buffer, as a file is read (the last line may lack its
         newline). Same result as `feed(split_lines(data))`; when most lines are noise (MLPerf result
         files are often nine-tenths framework chatter) they are skipped in C: no line object is made
@@ -162,7 +166,7 @@ class LineParser:
         self.lineno += n
         return out
 
-    def _salvage(self, line: bytes, i: int, lineno: int, exc: Exception) -> Event | None:
+    def _salvage(self, line: Bytes, i: int, lineno: int, exc: Exception) -> Event | None:
         """Second chance for non-UTF-8 bytes (read as latin-1, as MLPerf's parser does)."""
         payload = line[i + 9 :]
         try:
@@ -181,7 +185,7 @@ class LineParser:
         return None
 
 
-def _mostly_records(data: bytes) -> bool:
+def _mostly_records(data: Bytes) -> bool:
     """More than a quarter of the lines carry a record, judged at the start, middle and end of the buffer
     (counting the token over whole buffers cost ~6 % of a record-dense read; a result file's first
     kilobytes are its dense header, then framework output follows)."""
@@ -191,7 +195,7 @@ def _mostly_records(data: bytes) -> bool:
     return sum(x.count(TOKEN) for x in windows) * 4 > sum(x.count(b"\n") for x in windows)
 
 
-def split_lines(data: bytes) -> list[bytes]:
+def split_lines(data: Bytes) -> Sequence[Bytes]:
     """A buffer's lines without their newlines (a last line without newline counts)."""
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
@@ -199,7 +203,7 @@ def split_lines(data: bytes) -> list[bytes]:
     return lines
 
 
-def last_lines(data: bytes, n: int) -> list[bytes]:
+def last_lines(data: Bytes, n: int) -> Sequence[Bytes]:
     """`split_lines(data)[-n:]` without splitting the whole buffer."""
     parts = data.rsplit(b"\n", n + 1)
     if parts and parts[-1] == b"":

@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from perfwatch.core import keys
-from perfwatch.core.ingest.mllog import Event, LineParser
+from perfwatch.core.ingest.mllog import Bytes, Event, LineParser
 from perfwatch.core.mlperf.live_checks import Finding, LiveChecker
 from perfwatch.core.mlperf.rulesets import StandsFor, choose, mlperf_benchmarks
 from perfwatch.core.mlperf.targets import Target, official_target
@@ -126,7 +126,7 @@ class Run(msgspec.Struct):
             self.apply(events)
         return self._fed(n, bool(lines))
 
-    def feed_block(self, data: bytes) -> int:
+    def feed_block(self, data: Bytes) -> int:
         """`feed_lines` for complete lines as one buffer (a file read from disk); returns the records."""
         events = self.parser.feed_block(data)
         self.apply(events)
