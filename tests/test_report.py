@@ -144,3 +144,14 @@ def test_live_compliance_verdict_in_report(capsys, mlperf_logs: Path) -> None:
     verdicts = {Path(r["path"]).name: r["compliance"] for r in rep["runs"]}
     assert verdicts == {"result_0.txt": "pass", "result_1.txt": "fail", "result_2.txt": "pass",
                         "result_3.txt": "pass", "result_4.txt": "pass"}
+
+
+def test_one_grouping_rule_for_report_check_and_compare() -> None:
+    """`report`'s benchmark folders, `check`'s RCP lines and `compare --baseline` group run ids alike: a
+    result file by its folder ("." at the top of the tree), a launched run by its configuration."""
+    from perfwatch.core.results.summary import group_of_id
+
+    assert group_of_id("v2.1/Krai/results/x/resnet/result_4") == "v2.1/Krai/results/x/resnet"
+    assert group_of_id("result_0") == "."
+    assert group_of_id("mlp.bs32.r12") == "mlp.bs32" and group_of_id("sweep/a.r0") == "sweep/a"
+    assert group_of_id("mlp.run") == "mlp.run" and group_of_id("result_x") == "result_x"

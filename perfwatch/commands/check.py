@@ -84,7 +84,7 @@ def rcp_lines(results: list[CheckResult]) -> list[str]:
     from perfwatch.core.mlperf.checker import log_facts
     from perfwatch.core.mlperf.rcp import folder_verdict
     from perfwatch.core.mlperf.rulesets import is_official
-    from perfwatch.core.results.comparison import group_of_id
+    from perfwatch.core.results.summary import group_of_id
 
     groups: dict[str, list[CheckResult]] = {}
     for r in results:
@@ -97,5 +97,5 @@ def rcp_lines(results: list[CheckResult]) -> list[str]:
         division = log_facts(Path(first.path))[1]
         v = folder_verdict([m.path for m in members], first.benchmark, first.ruleset, division)
         shown = v.verdict + (f" ×{v.normalization:.4f}" if v.verdict == "pass" and v.normalization > 1.0 else "")
-        lines.append(f"RCP {folder or '.'}: {shown}  ({v.message})")
+        lines.append(f"RCP {folder}: {shown}  ({v.message})")
     return lines

@@ -29,7 +29,7 @@ from perfwatch.core import keys
 from perfwatch.core.mlperf.scores import MS_PER_MINUTE, olympic_score
 from perfwatch.core.model.run import RunView
 from perfwatch.core.results.stats import METHOD, Welch, welch
-from perfwatch.core.results.summary import group_of, score_group
+from perfwatch.core.results.summary import group_of, group_of_id, score_group
 
 BOOTSTRAP_ROUNDS = 2000
 BOOTSTRAP_SEED = 20221013
@@ -280,15 +280,6 @@ def _resolve_baseline(name: str, rows: Mapping[str, Any], benchmarks: Sequence[M
         if name == folder or folder.endswith("/" + name) or group_of_id(name) == folder:
             return row_of(folder, str(b.get("benchmark") or ""))
     return None
-
-
-def group_of_id(run_id: str) -> str:
-    """`report.group_of` for a bare run id: `.../result_N` -> folder, `job.cfg.rN` -> `job.cfg`."""
-    folder, _, leaf = run_id.rpartition("/")
-    if leaf.startswith("result_"):
-        return folder
-    head, dot, tail = run_id.rpartition(".r")
-    return head if dot and tail.isdigit() else run_id
 
 
 def render_grid(grid: Mapping[str, Any]) -> str:

@@ -51,11 +51,15 @@ def status_of(view: RunView) -> str:
 
 def group_of(view: RunView) -> str:
     """Runs that form one score: a results folder, or the repeats of one launched configuration."""
-    rid = view.run_id
-    folder, _, name = rid.rpartition("/")
+    return group_of_id(view.run_id)
+
+
+def group_of_id(run_id: str) -> str:
+    """`group_of` for a bare run id: `.../result_N` -> its folder ("." at the top), `job.cfg.rN` -> `job.cfg`."""
+    folder, _, name = run_id.rpartition("/")
     if _is_result_name(name):
         return folder or "."
-    return _without_repeat(rid)
+    return _without_repeat(run_id)
 
 
 def group_dir(members: list[RunView]) -> Path | None:
