@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import atexit
 import contextlib
+import functools
 import gc
 import importlib
 import os
@@ -27,33 +28,53 @@ def _import_msgspec_without_backports() -> None:
     msgspec reaches for typing_extensions only for back-ports of what Python 3.11's `typing` has
     (perfwatch requires 3.11); that module and the `inspect` it pulls in were ~10 ms of a ~0.1 s
     `perfwatch report`. Hidden for this one import only: anything imported later (Textual) gets it.
+    Two more modules it imports get stand-ins for this import (`_stand_ins`).
     Here, not in `perfwatch.core`: the per-run supervisor imports the core package and must not load
     msgspec at all.
     """
     if "msgspec" in sys.modules or "typing_extensions" in sys.modules:
         return
     sys.modules["typing_extensions"] = None  # type: ignore[assignment]  # its import fails: typing is used
-    stand_in = _uuid_platform_stand_in()
+    stand_ins = _stand_ins()
     try:
         import msgspec  # noqa: F401
     finally:
         del sys.modules["typing_extensions"]
-        if stand_in is not None and sys.modules.get("platform") is stand_in:
-            del sys.modules["platform"]
+        for name, module in stand_ins.items():
+            if sys.modules.get(name) is module:
+                del sys.modules[name]
 
 
-def _uuid_platform_stand_in() -> types.ModuleType | None:
-    """msgspec imports `uuid`, which on Linux imports all of `platform` (~1.5 ms: a dozen regexes compiled)
-    only to call `platform.system()` once at import. For that one import `uuid` gets this module with the
-    same answer (`platform.system()` is `os.uname().sysname` on a POSIX system); a later `import platform`
-    gets the real one."""
-    if sys.platform in ("win32", "darwin") or "platform" in sys.modules or "uuid" in sys.modules:
-        return None
-    stand_in = types.ModuleType("platform", "os.uname().sysname, for uuid's import only (perfwatch.cli)")
-    sysname = os.uname().sysname
-    stand_in.system = lambda: sysname  # type: ignore[attr-defined]
-    sys.modules["platform"] = stand_in
-    return stand_in
+class _StandIn(types.ModuleType):
+    """In `sys.modules` only while msgspec is imported: the real module is imported on the first read of
+    an attribute the stand-in does not hold, and answers it (and every later one)."""
+
+    def __getattr__(self, attr: str) -> object:
+        if attr.startswith("__"):
+            raise AttributeError(attr)
+        if sys.modules.get(self.__name__) is self:
+            del sys.modules[self.__name__]
+        return getattr(importlib.import_module(self.__name__), attr)
+
+
+def _stand_ins() -> dict[str, types.ModuleType]:
+    """Modules msgspec imports that cost more than perfwatch's use of them (none; msgspec's own is tiny):
+    - `platform` (~1.5 ms: a dozen regexes compiled), imported by `uuid` on Linux only to call
+      `platform.system()` once at import: the stand-in holds that answer (`os.uname().sysname` on POSIX);
+    - `textwrap` (~1 ms: its regexes) and `msgspec.inspect` (~0.7 ms: dozens of Struct classes), which
+      msgspec imports for its type introspection and JSON-schema generator, neither of which perfwatch uses.
+    Already imported modules are left alone; a later `import` of any gets the real module."""
+    made: dict[str, types.ModuleType] = {}
+    if sys.platform not in ("win32", "darwin") and "platform" not in sys.modules and "uuid" not in sys.modules:
+        platform = _StandIn("platform", "os.uname().sysname, for uuid's import only (perfwatch.cli)")
+        sysname = os.uname().sysname
+        platform.system = lambda: sysname  # type: ignore[attr-defined]
+        made["platform"] = platform
+    for name in ("textwrap", "msgspec.inspect"):
+        if name not in sys.modules:
+            made[name] = _StandIn(name, "imported on first use (perfwatch.cli)")
+    sys.modules.update(made)
+    return made
 
 
 def command_names() -> list[str]:
@@ -62,9 +83,34 @@ def command_names() -> list[str]:
     return sorted(n for n in names if not n.startswith("_"))
 
 
+@functools.cache
+def _help_width() -> int:
+    """What argparse's help formatter takes from `shutil.get_terminal_size()` (COLUMNS, else the terminal,
+    else 80; less 2), asked once: argparse asks on every `add_argument`, and importing shutil (zlib,
+    bz2, lzma) cost ~1 ms of a start-up where nothing else needs it."""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return (columns or 80) - 2
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser (its subcommands' too: they are made as the parent's class), help as wide as
+    `_help_width()`."""
+
+    def _get_formatter(self) -> argparse.HelpFormatter:
+        return self.formatter_class(prog=self.prog, width=_help_width())  # type: ignore[call-arg]
+
+
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     """The full parser, or with `only` just that subcommand (startup imports one module, not all)."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="perfwatch",
         description="Launch, watch and score deep-learning training benchmarks (MLPerf mllog).",
     )

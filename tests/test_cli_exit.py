@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -67,18 +68,32 @@ def test_check_prints_its_verdict_in_full(mlperf_logs: Path) -> None:
 
 
 def test_the_start_up_shortcuts_leave_python_whole() -> None:
-    """`report` imports msgspec with `uuid` handed a stand-in for `platform` and leaves the collector off
-    (cli.py); afterwards the real `platform` and `uuid` answer as in a plain interpreter, and a command
-    run from code (a test, the TUI) keeps its garbage collector."""
-    probe = (
-        "import gc, perfwatch.cli as cli\n"
-        "cli._import_msgspec_without_backports()\n"
-        "import platform, uuid, os\n"
-        "assert platform.system() == os.uname().sysname and platform.python_version()\n"
-        "assert uuid._LINUX == (os.uname().sysname == 'Linux') and uuid.uuid4().version == 4\n"
-        "cli.main(['report', '/nonexistent-perfwatch-probe'])\n"
-        "assert gc.isenabled()\n"
-        "print('whole')\n"
-    )
+    """`report` imports msgspec with `uuid` handed a stand-in for `platform`, msgspec ones for `textwrap`
+    and `msgspec.inspect`, and leaves the collector off (cli.py); afterwards the real modules answer as in
+    a plain interpreter, msgspec's own use of textwrap and inspect (a JSON schema with a dedented
+    docstring) works, and a command run from code (a test, the TUI) keeps its garbage collector."""
+    probe = textwrap.dedent('''
+        import gc, sys, perfwatch.cli as cli
+        cli._import_msgspec_without_backports()
+        assert not {"textwrap", "platform", "msgspec.inspect"} & set(sys.modules), "a stand-in stayed"
+        import msgspec
+        assert msgspec.inspect.type_info(int) == msgspec.inspect.IntType()
+        class Probe(msgspec.Struct):
+            """
+            First line.
+
+            Second line.
+            """
+            x: int
+        doc = msgspec.json.schema(Probe)["$defs"]["Probe"]["description"]
+        assert doc == "First line.\\n\\nSecond line.", repr(doc)
+        import platform, uuid, os, textwrap
+        assert platform.system() == os.uname().sysname and platform.python_version()
+        assert uuid._LINUX == (os.uname().sysname == "Linux") and uuid.uuid4().version == 4
+        assert textwrap.fill("a b c", width=3) == "a b\\nc" and type(textwrap).__name__ == "module"
+        cli.main(["report", "/nonexistent-perfwatch-probe"])
+        assert gc.isenabled()
+        print("whole")
+    ''')
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=60, env=ENV)
     assert out.returncode == 0 and out.stdout.strip().endswith("whole"), out.stderr

@@ -180,3 +180,18 @@ def test_a_noisy_result_file_read_as_one_buffer_gives_what_mlperf_logging_parses
         assert len(ours) == len(theirs) > 300
         assert [(e.key, e.value, int(e.time_ms)) for e in ours] == [(r.key, r.value["value"], r.timestamp) for r in theirs]
         assert p.lineno == data.count(b"\n") and p.noise == p.lineno - len(theirs) and p.bad_count == 0
+        # read as a whole file's last buffer (`load`): the same records, its lines left uncounted
+        q = LineParser()
+        assert [(e.key, e.value, e.time_ms) for e in q.feed_block(path.read_bytes(), last=True)] == \
+            [(e.key, e.value, e.time_ms) for e in ours]
+        assert (q.records, q.lineno, q.noise, q.bad_count) == (len(theirs), 0, 0, 0)
+
+
+def test_a_last_buffer_with_a_bad_record_still_numbers_its_bad_line() -> None:
+    """`last` skips only the count of a clean noisy buffer: a record that does not decode sends it through
+    the careful path, which numbers lines as ever."""
+    good = b':::MLLOG {"namespace": "", "time_ms": 1, "event_type": "POINT_IN_TIME", "key": "seed", "value": 1, "metadata": {}}'
+    lines = [b"chatter"] * 40 + [good, b":::MLLOG {broken"] + [b"chatter"] * 40
+    p = LineParser()
+    events = p.feed_block(b"\n".join(lines) + b"\n", last=True)
+    assert [e.key for e in events] == ["seed"] and p.bad_count == 1 and [b.lineno for b in p.bad] == [42]

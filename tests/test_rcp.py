@@ -136,6 +136,9 @@ def test_verdict_is_cached_by_file_identity(capsys, tmp_path: Path, mlperf_logs:
 
     monkeypatch.setattr(rcp, "_run_checker", no_second_run)
     assert _rcp(capsys, folder) == first
+    alias = folder.parent / "the-same-folder"  # another spelling of the same files: the same verdict, kept
+    alias.symlink_to(folder, target_is_directory=True)
+    assert _rcp(capsys, alias) == first
     # a changed file is judged again
     log = folder / "result_0.txt"
     log.write_text(log.read_text(encoding="latin-1") + "\n", encoding="latin-1")

@@ -155,3 +155,16 @@ def test_one_grouping_rule_for_report_check_and_compare() -> None:
     assert group_of_id("result_0") == "."
     assert group_of_id("mlp.bs32.r12") == "mlp.bs32" and group_of_id("sweep/a.r0") == "sweep/a"
     assert group_of_id("mlp.run") == "mlp.run" and group_of_id("result_x") == "result_x"
+
+
+def test_a_run_without_telemetry_gets_what_the_telemetry_reader_would_give(mlperf_logs: Path) -> None:
+    """`report` on a results tree imports neither the telemetry reader nor the energy integrator: its runs
+    get `columns.NO_TELEMETRY`, which must be what those give a run with no telemetry records."""
+    from perfwatch.core.measure import columns
+
+    book = runbook.load(mlperf_logs / "v2.1/MosaicML/results/8xA100_80GB-baseline/bert")
+    assert len(book.runs) == 10
+    for view in book.views():
+        assert columns._telemetry_columns(view, []) == columns.NO_TELEMETRY
+        row = columns.report_extra(view)
+        assert {k: row[k] for k in columns.NO_TELEMETRY} == columns.NO_TELEMETRY

@@ -6,12 +6,12 @@ peak behind the MFU is THE resolver's (measure/mfu.py), so they all agree with t
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any
+import os
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from perfwatch.core.measure.energy import energy_columns
+from perfwatch.core.layout import TELEMETRY_FILE
 from perfwatch.core.measure.mfu import CpuPeakPolicy, Mfu, Overrides, mfu, run_mfu
 from perfwatch.core.measure.peaks import PeakFlops
 from perfwatch.core.measure.throughput import (
@@ -23,7 +23,9 @@ from perfwatch.core.measure.throughput import (
     train_item_stats,
 )
 from perfwatch.core.model.run import RunView
-from perfwatch.core.telemetry.jsonl import read_telemetry, summarize_telemetry
+
+if TYPE_CHECKING:
+    from perfwatch.core.telemetry.jsonl import TelemetrySummary
 
 __all__ = ["ThroughputSummary", "report_extra", "throughput_summary"]
 
@@ -68,8 +70,12 @@ def report_extra(
     Telemetry comes from telemetry.jsonl beside the run's log (a perfwatch LOGDIR run folder);
     without `peak`, THE peak resolver (measure/mfu.py) decides which peak applies and says so.
     """
-    folder = Path(view.path).parent if view.path else None
-    records = read_telemetry(folder) if folder is not None else []
+    telemetry = os.path.join(os.path.dirname(view.path), TELEMETRY_FILE) if view.path else None
+    records: list[dict[str, Any]] = []
+    if telemetry is not None and os.path.exists(telemetry):
+        from perfwatch.core.telemetry.jsonl import read_telemetry  # a results tree has none: not imported
+
+        records = read_telemetry(telemetry)
     if peak is not None:  # a peak chosen by the caller (tests, benchmarks)
         s = throughput_summary(view, window, discard=discard, peak=peak, devices=devices,
                                flops_per_sample=flops_per_sample)
@@ -80,7 +86,6 @@ def report_extra(
             train_item_stats(view, discard),
             run_mfu(view, overrides=o, telemetry=records, cpu=cpu, scheduled_devices=devices, window=window),
         )
-    t = summarize_telemetry(records)
     m = s.mfu
     return {
         "samples_per_s_window": s.now.samples_per_s,
@@ -96,6 +101,20 @@ def report_extra(
         "peak_device": m.peak.device if m and m.peak else None,
         "peak_used": m.peak_says if m else None,
         "flops_source": m.flops_source if m else None,
+        **(_telemetry_columns(view, records) if records else dict(NO_TELEMETRY, gpus=[])),
+    }
+
+
+def _telemetry_columns(view: RunView, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """The telemetry summary and energy columns of a run with telemetry.jsonl records."""
+    from perfwatch.core.measure.energy import energy_columns
+    from perfwatch.core.telemetry.jsonl import summarize_telemetry
+
+    return {**_summary_columns(summarize_telemetry(records)), **energy_columns(view, records)}
+
+
+def _summary_columns(t: TelemetrySummary) -> dict[str, Any]:
+    return {
         "telemetry_samples": t.samples,
         "gpu_util_mean": t.gpu_util_mean,
         "gpu_util_max": t.gpu_util_max,
@@ -109,5 +128,15 @@ def report_extra(
         "gpu_run_mem_max_gib": t.run_mem_max / 1024**3 if t.run_mem_max is not None else None,
         "gpu_shared_with": t.shared_max,
         "clock_events": {r: round(f, 3) for r, f in (t.throttle or {}).items() if r != "gpu_idle"} or None,
-        **energy_columns(view, records),
     }
+
+
+# what `_telemetry_columns` gives a run without telemetry (an MLPerf results tree: every run), without
+# importing the telemetry reader and the energy integrator (tests/test_report.py holds them equal)
+NO_TELEMETRY: dict[str, Any] = {
+    "telemetry_samples": 0, "gpu_util_mean": None, "gpu_util_max": None, "gpu_mem_max_gib": None,
+    "power_mean_w": None, "power_max_w": None, "cpu_mean": None, "rss_max_mib": None, "gpu_unavailable": None,
+    "gpus": [], "gpu_run_mem_max_gib": None, "gpu_shared_with": 0, "clock_events": None,
+    "energy_to_train_kj": None, "samples_per_j": None, "energy_run_kj": None, "energy_method": None,
+    "energy_covered_s": None,
+}

@@ -23,7 +23,7 @@ import functools
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 
@@ -40,7 +40,9 @@ from perfwatch.core.measure.peaks import (
 )
 from perfwatch.core.measure.throughput import DEFAULT_WINDOW, window_rate, world_of
 from perfwatch.core.model.run import RunView
-from perfwatch.core.telemetry.types import GpuSample
+
+if TYPE_CHECKING:
+    from perfwatch.core.telemetry.types import GpuSample
 
 __all__ = [
     "NO_FLOPS", "CpuPeakPolicy", "Mfu", "Overrides", "PeakChoice", "forget_cached_cpu_peaks", "mfu", "mfu_from_rate", "overrides_from_registry",
@@ -51,6 +53,7 @@ NO_FLOPS = (
     f"FLOPs per sample unknown: the workload logs no {keys.FLOPS_PER_SAMPLE} "
     "and the campaign sets no flops_per_sample"
 )
+
 # "cached": the peak this host stored (`perfwatch peak --measure`, measure/host_peak.py); nothing here
 # measures or imports torch (a benchmark would steal the runs' cores); "off": CPU runs get no MFU.
 CpuPeakPolicy = Literal["cached", "off"]

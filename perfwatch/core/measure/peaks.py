@@ -24,13 +24,15 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from perfwatch.core.control.peak_values import PEAK_DTYPES, parse_flops
 from perfwatch.core.layout import CPU_PEAK_CACHE, user_cache_dir, write_json_atomic
-from perfwatch.core.telemetry.types import GpuSample
+
+if TYPE_CHECKING:
+    from perfwatch.core.telemetry.types import GpuSample
 
 __all__ = [
     "DTYPES", "GPU_MODELS", "GpuModel", "Identification", "PeakFlops", "cpu_peak", "gpu_peak",

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from types import CodeType
@@ -40,23 +39,24 @@ import msgspec
 
 from perfwatch.core.ingest.mllog import Event
 from perfwatch.core.mlperf import rule_files
+from perfwatch.core.mlperf.rule_text import division_budget, enqueued_config
 from perfwatch.core.mlperf.rulesets import config_for, ruleset_for
 from perfwatch.core.mlperf.targets import RULES_DIR, latest_ruleset
 
 MAX_BUFFERED = 50_000  # records before run_start judged at once; past this we judge with what we know
-_IMPURE = re.compile(r"\bs\s*\[|\bs\.|\bll\b|enqueue_config")
-_ENQUEUE = re.compile(r"enqueue_config\(\s*'([^']+)'\s*\.format\(\s*v\['value'\]\s*\)\s*\)")
-_BUDGET = re.compile(r"compile_time_mins'\]\s*=\s*(\d+)\s+if\s+v\['value'\]\s*==\s*'open'\s+else\s+(\d+)")
+# a rule text naming the checker's own state (`s[...]`, `ll`) or actions is not judged record by record
+_CHECKER_NAMES = frozenset({"s", "ll", "enqueue_config"})
 ORDER_KEYS = ("init_start", "init_stop", "run_start", "run_stop", "block_start")
 # records whose value names the next rule file (POST: enqueue_config('...{}...'.format(v['value'])))
 ENQUEUE_KEYS = frozenset({"submission_division", "submission_benchmark", "opt_name"})
-_SAFE_RULE_VALUE = re.compile(r"[A-Za-z0-9_.+ -]{1,128}")
+_SAFE_RULE_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.+ -")
 Check = tuple[str, CodeType, str | None]  # the rule's text, compiled; the metadata key it only asks about
 
 
 def unsafe_rule_value(value: Any) -> bool:
     """A value that would make the checker load (and run) a rule file from outside its package."""
-    return isinstance(value, str) and not (_SAFE_RULE_VALUE.fullmatch(value) and ".." not in value)
+    return isinstance(value, str) and not (
+        0 < len(value) <= 128 and _SAFE_RULE_CHARS.issuperset(value) and ".." not in value)
 
 
 class Finding(msgspec.Struct, frozen=True):
@@ -100,14 +100,25 @@ def _compile_list(raw: Any) -> tuple[Check, ...]:
     out = []
     for text in items:
         text = str(text).strip()
-        if not text or _IMPURE.search(text):
+        if not text:
             continue
         try:
             code = compile(text, "<mlperf rule>", "eval")
         except SyntaxError:
             continue
+        if not _CHECKER_NAMES.isdisjoint(_names(code)):
+            continue
         out.append((text, code, _metadata_member(text)))
     return tuple(out)
+
+
+def _names(code: CodeType) -> set[str]:
+    """Every global and attribute name an expression's code reads, its comprehensions' included."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, CodeType):
+            names |= _names(const)
+    return names
 
 
 @functools.cache
@@ -125,8 +136,7 @@ def load_rule_file(path: str) -> RuleFile:
         if not isinstance(name, str):
             continue
         post = rec.get("POST") if isinstance(rec.get("POST"), str) else ""
-        m = _ENQUEUE.search(post)
-        b = _BUDGET.search(post)
+        enqueue = enqueued_config(post)
         alo = _compile_list(rec.get("ATLEAST_ONE_CHECK"))
         req = rec.get("REQ")
         rf.keys[name] = KeyRule(
@@ -135,14 +145,16 @@ def load_rule_file(path: str) -> RuleFile:
             checks=_compile_list(rec.get("CHECK")),
             first_checks=_compile_list(rec.get("FIRST_CHECK")),
             atleast_one=alo[0] if alo else None,
-            enqueue=m.group(1) if m else None,
-            budget=(int(b.group(1)), int(b.group(2))) if b else None,
+            enqueue=enqueue,
+            budget=division_budget(post),
         )
     return rf
 
 
+@functools.cache
 def rule_path(config: str) -> str:
-    """Resolve a config name the way the checker does (relative to its package; absolute stays)."""
+    """Resolve a config name the way the checker does (relative to its package; absolute stays).
+    Asked for each rule file of each run's chain: remembered."""
     return str(Path(RULES_DIR) / config)
 
 

@@ -33,6 +33,7 @@ from typing import Any
 import msgspec
 
 from perfwatch.core.layout import RCP_CACHE, user_cache_dir, write_json_atomic
+from perfwatch.core.mlperf.rule_text import quoted_counts
 
 USAGE = "training"
 RCP_PASS = "pruned_rcps"
@@ -81,8 +82,7 @@ def _submission_runs(source: str) -> dict[str, int]:
         text = Path(source).read_text()
     except OSError:
         return {}
-    block = text[text.find('"training"'):text.find('"hpc"')]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"'(\w+)'\s*:\s*(\d+)", block)}
+    return quoted_counts(text[text.find('"training"'):text.find('"hpc"')])
 
 
 def not_applicable(benchmark: str | None, ruleset: str | None, division: str | None) -> str | None:
@@ -242,7 +242,8 @@ def _cache_file(cache: Path | None) -> Path:
 
 
 def _cache_key(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark: bool = False) -> str | None:
-    """The logs and what judges them: the installed checker's source and the benchmark's RCP data, by path,
+    """The logs and what judges them: the installed checker's source and the benchmark's RCP data, by file
+    identity (device and inode: any spelling of a path, symlinks too, without resolving each component),
     size and mtime (an upgrade of mlperf-logging rewrites both; importlib.metadata would cost ~30 ms).
     The fingerprint itself is the key: no digest to collide, and no hashlib (OpenSSL) to load (4 ms)."""
     checker = (_rcp_dir() or Path("/nonexistent")) / "rcp_checker.py"
@@ -250,7 +251,7 @@ def _cache_key(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark:
         parts = [ruleset, benchmark, str(BERT_TRAIN_SAMPLES), *(["as benchmark"] if as_benchmark else [])]
         for p in (str(checker), str(rcp_file(benchmark, ruleset) or checker), *sorted(paths)):
             st = os.stat(p)
-            parts.append(f"{os.path.realpath(p)}:{st.st_size}:{st.st_mtime_ns}")
+            parts.append(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}")
     except (OSError, ValueError, ImportError):
         return None
     return "|".join(parts)

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,7 @@ import msgspec
 
 from perfwatch.core.layout import RULES_CACHE_DIR, user_cache_dir, write_json_atomic
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+_NAME_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
 
 
 @functools.cache
@@ -58,6 +57,20 @@ def _parse(path: str) -> list[Any] | None:
     return loaded if isinstance(loaded, list) else [loaded]
 
 
+def _file_name_of(path: str) -> str:
+    """`path` as one file name: each run of characters outside [A-Za-z0-9._-] becomes one "_"."""
+    out: list[str] = []
+    in_run = False
+    for ch in path:
+        if ch in _NAME_CHARS:
+            out.append(ch)
+            in_run = False
+        elif not in_run:
+            out.append("_")
+            in_run = True
+    return "".join(out)
+
+
 def _cache_path(path: str) -> Path:
-    name = _UNSAFE.sub("_", os.path.abspath(path)).strip("_")[-180:]
+    name = _file_name_of(os.path.abspath(path)).strip("_")[-180:]
     return user_cache_dir() / RULES_CACHE_DIR / f"{name}.json"

@@ -11,17 +11,14 @@ from __future__ import annotations
 
 import functools
 import os
-import re
 from pathlib import Path
 
 import mlperf_logging.compliance_checker as _cc
 import msgspec
 
+from perfwatch.core.mlperf.rule_text import threshold, version_in_name
+
 RULES_DIR = Path(_cc.__file__).parent
-# inclusive comparisons are quality targets; strict ones ("< 1.0", "> 0.0") are sanity bounds
-_THRESHOLD = re.compile(r"v\['value'\]\s*(>=|<=)\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)")
-# spelled out rather than re.IGNORECASE, whose case folding made this the slowest regex to compile at start-up
-_VERSION_IN_PATH = re.compile(r"(?:^|[^0-9a-zA-Z])[vV](\d+)\.(\d+)(?:\.(\d+))?(?![0-9])")
 
 
 class Target(msgspec.Struct, frozen=True):
@@ -64,9 +61,9 @@ def ruleset_from_path(path: str | Path) -> str | None:
     """`.../training_results_v2.1/...` or `.../v4.0/...` -> "2.1.0" / "4.0.0" when mlperf_logging knows it."""
     known = set(training_rulesets())
     for part in reversed(Path(path).parts):
-        m = _VERSION_IN_PATH.search(part)
-        if m:
-            version = f"{m.group(1)}.{m.group(2)}.{m.group(3) or 0}"
+        found = version_in_name(part)
+        if found:
+            version = f"{found[0]}.{found[1]}.{found[2] or 0}"
             if version in known:
                 return version
     return None
@@ -103,10 +100,11 @@ def official_target(benchmark: str, ruleset: str | None = None, division: str = 
             check = key.get("ATLEAST_ONE_CHECK")
             if not isinstance(check, str):
                 return None
-            m = _THRESHOLD.search(check)
-            if m is None:
+            # inclusive comparisons are quality targets; strict ones ("< 1.0", "> 0.0") are sanity bounds
+            found = threshold(check)
+            if found is None:
                 return None
-            op, number = m.groups()
+            op, number = found
             return Target(
                 key="eval_accuracy",
                 value=float(number),

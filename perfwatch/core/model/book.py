@@ -108,16 +108,17 @@ class RunBook(msgspec.Struct):
                 changed.add(src.run_id)
         return changed
 
-    def feed_file(self, path: Path | str, data: Bytes) -> str | None:
-        """Static ingest of complete lines of a file, as one buffer: returns the run id if it held records."""
+    def feed_file(self, path: Path | str, data: Bytes, *, last: bool = False) -> str | None:
+        """Static ingest of complete lines of a file, as one buffer: returns the run id if it held records.
+        `last`: nothing more of this file follows (`LineParser.feed_block`)."""
         path = _absolute(path)
         src = self.source_for(path)
         if src is None:
             return None
-        self._feed(src, path, data, False)
+        self._feed(src, path, data, False, last)
         return src.run_id if src.run_id in self.runs else None
 
-    def _feed(self, src: _Source, path: str, lines: list[bytes] | Bytes, reset: bool) -> bool:
+    def _feed(self, src: _Source, path: str, lines: list[bytes] | Bytes, reset: bool, last: bool = False) -> bool:
         """`lines` as the tailer hands them over, or a buffer of complete lines read from disk (`bytes`)."""
         run_id = src.run_id
         if src.role == "output":
@@ -128,14 +129,14 @@ class RunBook(msgspec.Struct):
             if run is None:
                 # only becomes a run if it carries records (or a launched run's mllog.txt appears)
                 probe = self._new_run(run_id, path)
-                if not _feed_run(probe, lines):
+                if not _feed_run(probe, lines, last):
                     return True
                 self.runs[run_id] = probe
                 self._order.append(run_id)
                 return True
             if reset:
                 run.reset()
-            _feed_run(run, lines)
+            _feed_run(run, lines, last)
             return True
         if src.role == "mllog" and run_id not in self._has_mllog:
             self._has_mllog.add(run_id)
@@ -147,7 +148,7 @@ class RunBook(msgspec.Struct):
             run = self.runs.get(run_id)
             if run is None:
                 probe = self._new_run(run_id, path)
-                if not _feed_run(probe, lines):
+                if not _feed_run(probe, lines, last):
                     if probe.parser.bad_count:
                         self._adopt(probe, path)
                         return True
@@ -159,7 +160,7 @@ class RunBook(msgspec.Struct):
             run = self._run(run_id, path)
         if reset:
             run.reset()
-        _feed_run(run, lines)
+        _feed_run(run, lines, last)
         if src.role == "file":
             self._tail(run_id, lines, reset)
         return True
@@ -202,8 +203,8 @@ class RunBook(msgspec.Struct):
         return text
 
 
-def _feed_run(run: Run, lines: list[bytes] | Bytes) -> int:
-    return run.feed_lines(lines) if isinstance(lines, list) else run.feed_block(lines)
+def _feed_run(run: Run, lines: list[bytes] | Bytes, last: bool) -> int:
+    return run.feed_lines(lines) if isinstance(lines, list) else run.feed_block(lines, last=last)
 
 
 def _absolute(path: Path | str) -> str:
@@ -293,8 +294,14 @@ def load(root: Path | str, *, ruleset: str | None = None, stand_ins: Mapping[str
     buffer = bytearray()  # one read buffer for every file: its memory is faulted in once
     for path in discover(root):
         try:
-            for block in iter_blocks(path, into=buffer):
-                book.feed_file(path, block)
+            blocks = iter_blocks(path, into=buffer)
+            block = next(blocks, None)
+            while block is not None:
+                # a look ahead says which block is the file's last; only a whole file lands in `buffer`,
+                # and then nothing comes after it: the next() that ends the file reads nothing into it
+                following = next(blocks, None)
+                book.feed_file(path, block, last=following is None)
+                block = following
         except OSError:
             continue
     for run in book.runs.values():

@@ -126,9 +126,10 @@ class Run(msgspec.Struct):
             self.apply(events)
         return self._fed(n, bool(lines))
 
-    def feed_block(self, data: Bytes) -> int:
-        """`feed_lines` for complete lines as one buffer (a file read from disk); returns the records."""
-        events = self.parser.feed_block(data)
+    def feed_block(self, data: Bytes, *, last: bool = False) -> int:
+        """`feed_lines` for complete lines as one buffer (a file read from disk); returns the records.
+        `last`: nothing follows (`LineParser.feed_block`)."""
+        events = self.parser.feed_block(data, last=last)
         self.apply(events)
         return self._fed(len(events), bool(data))
 
@@ -457,7 +458,6 @@ class Run(msgspec.Struct):
             precision=p.get(keys.PRECISION) if isinstance(p.get(keys.PRECISION), str) else None,
             world_size=_int(p.get(keys.WORLD_SIZE)),
             records=parser.records,
-            noise_lines=parser.noise,
             bad_count=parser.bad_count,
             bad_lines=tuple(parser.bad),
             non_utf8=parser.non_utf8,

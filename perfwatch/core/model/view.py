@@ -66,7 +66,6 @@ class RunView(msgspec.Struct, frozen=True):
     precision: str | None
     world_size: int | None
     records: int
-    noise_lines: int
     bad_count: int
     bad_lines: tuple[BadLine, ...]
     non_utf8: int

@@ -333,10 +333,12 @@ def _notes(report: Report) -> list[str]:
 
 def energy_lines(report: Report) -> list[str]:
     """How each kJ was measured (measure/energy.py says it), one line per distinct method."""
+    methods = _runs_by(report, "energy_to_train_kj", "energy_method")
+    if not methods:
+        return []  # no run has energy (a results tree): the energy integrator is not imported
     from perfwatch.core.measure.energy import how
 
-    return [f"kJ of {runs}: GPU energy from run_start to run_stop, {how(method)}"
-            for method, runs in _runs_by(report, "energy_to_train_kj", "energy_method").items()]
+    return [f"kJ of {runs}: GPU energy from run_start to run_stop, {how(method)}" for method, runs in methods.items()]
 
 
 def time_lines(report: Report) -> list[str]:
