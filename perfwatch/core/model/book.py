@@ -277,7 +277,9 @@ def iter_blocks(
 def _read_into(fh: BinaryIO, buf: bytearray, size: int) -> int:
     """Read up to `size` + 1 bytes into `buf`, grown as needed and cut to what was read."""
     need = size + 1
-    if len(buf) < need:
+    if not buf:  # the first file: zeroed in place (extend() would build the zeros in a temporary first:
+        bytearray.__init__(buf, need)  # twice the page faults, ~170 more for a 680 KB result file)
+    elif len(buf) < need:
         buf.extend(bytes(need - len(buf)))
     with memoryview(buf) as view, view[:need] as part:
         n = fh.readinto(part) or 0  # type: ignore[attr-defined]  # open_regular: a BufferedReader
