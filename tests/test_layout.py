@@ -77,3 +77,17 @@ def test_a_failed_atomic_write_keeps_the_old_file(tmp_path: Path) -> None:
         layout.write_json_atomic(target, {"bad": object()})
     assert json.loads(target.read_text()) == {"ok": True}
     assert os.listdir(tmp_path) == [layout.REGISTRY_FILE]
+
+
+def test_the_repeat_rule_reads_back_what_a_campaign_writes() -> None:
+    """A campaign names each repeat with `repeat_id`; reports group by `without_repeat`: for every run of
+    the demo campaign the two agree with the group and index the campaign itself records."""
+    from perfwatch.core.control.campaign import load_campaign
+    from perfwatch.core.layout import repeat_id, without_repeat
+
+    campaign = load_campaign(Path(__file__).parent.parent / "workloads" / "demo.yaml")
+    repeated = [r for r in campaign.runs if r.index > 0]
+    assert repeated  # the demo repeats its grid points
+    for run in campaign.runs:
+        assert run.run_id == repeat_id(run.group, run.index) and without_repeat(run.run_id) == run.group
+    assert without_repeat("mlp.bs32.rx") == "mlp.bs32.rx" and without_repeat("result_3") == "result_3"

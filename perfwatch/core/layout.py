@@ -97,6 +97,23 @@ def run_id_for(path: Path | str, root: Path | str) -> str:
     return rel.with_suffix("").as_posix() if rel.suffix in _LOG_SUFFIXES else rel.as_posix()
 
 
+def repeat_id(group: str, index: int) -> str:
+    """THE repeat rule: the `index`-th repeat of a campaign's configuration `group` (`mlp.bs32` -> `mlp.bs32.r2`)."""
+    return f"{group}.r{index}"
+
+
+def without_repeat(run_id: str) -> str:
+    """`repeat_id`'s inverse: `mlp.bs32.r2` -> `mlp.bs32` (the repeats of one configuration share the rest);
+    any other id is its own group."""
+    head, sep, num = run_id.rpartition(".r")
+    return head if sep and num.isdecimal() else run_id
+
+
+def is_result_name(stem: str) -> bool:
+    """`result_N`, the stem of an MLPerf result file (string tests: start-up compiles no regex for this)."""
+    return stem.startswith("result_") and stem[7:].isdecimal()
+
+
 def archived_name(attempt: int, name: str) -> str:
     """Where attempt `attempt`'s `name` is kept after a restart (hidden: never read as a new run)."""
     return f".attempt-{attempt}.{name}"

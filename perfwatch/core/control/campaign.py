@@ -31,6 +31,7 @@ from perfwatch.core.control.job_settings import (
     settings,
 )
 from perfwatch.core.control.yaml_nodes import CampaignError, Y, load
+from perfwatch.core.layout import repeat_id
 from perfwatch.core.mlperf.rulesets import StandsFor
 from perfwatch.core.mlperf.targets import Target
 
@@ -312,7 +313,7 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
         _unique_ids(m.get("args", y), groups, group, grid)
         for index in range(repeat):
             seed = s.seeds[index] if s.seeds is not None else s.seed + index
-            run_id = f"{group}.r{index}"
+            run_id = repeat_id(group, index)
             values = {"seed": seed, "index": index, "run_id": run_id, "name": campaign, "job": name}
             filled = [(k, _checked_size(m["args"], _fill(v, values)) if isinstance(v, str) else v) for k, v in chosen]
             argv = _argv([_checked_size(m["cmd"], _fill(c, values)) for c in cmd], filled, launcher,

@@ -15,6 +15,7 @@ from typing import Any
 
 import msgspec
 
+from perfwatch.core.layout import is_result_name, without_repeat
 from perfwatch.core.mlperf import rcp
 from perfwatch.core.mlperf.scores import (
     MS_PER_MINUTE,
@@ -25,17 +26,6 @@ from perfwatch.core.mlperf.scores import (
 )
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import RunView
-
-
-def _is_result_name(name: str) -> bool:
-    """`result_N`, an MLPerf result file's stem (string tests: start-up compiles no regex for this)."""
-    return name.startswith("result_") and name[7:].isdecimal()
-
-
-def _without_repeat(run_id: str) -> str:
-    """`mlp.bs32.r2` -> `mlp.bs32`: the repeats of one launched configuration share the rest."""
-    head, sep, num = run_id.rpartition(".r")
-    return head if sep and num.isdecimal() else run_id
 
 
 def status_of(view: RunView) -> str:
@@ -57,15 +47,15 @@ def group_of(view: RunView) -> str:
 def group_of_id(run_id: str) -> str:
     """`group_of` for a bare run id: `.../result_N` -> its folder ("." at the top), `job.cfg.rN` -> `job.cfg`."""
     folder, _, name = run_id.rpartition("/")
-    if _is_result_name(name):
+    if is_result_name(name):
         return folder or "."
-    return _without_repeat(run_id)
+    return without_repeat(run_id)
 
 
 def group_dir(members: list[RunView]) -> Path | None:
     """The results folder on disk holding a group's `result_N.txt` files (where scaling.json lives)."""
     parents = {os.path.dirname(v.path) for v in members}
-    if len(parents) != 1 or not all(_is_result_name(Path(v.path).stem) for v in members):
+    if len(parents) != 1 or not all(is_result_name(Path(v.path).stem) for v in members):
         return None
     return Path(parents.pop())
 
