@@ -6,7 +6,6 @@ re-exports `discover` for its readers. The name rule itself is `layout.is_log_na
 
 from __future__ import annotations
 
-import fcntl
 import os
 import stat
 from pathlib import Path
@@ -40,7 +39,7 @@ def open_regular(path: Path | str) -> BinaryIO:
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             raise NotRegular(f"{path}: not a regular file")
-        fcntl.fcntl(fd, fcntl.F_SETFL, fcntl.fcntl(fd, fcntl.F_GETFL) & ~os.O_NONBLOCK)
+        os.set_blocking(fd, True)  # F_SETFL without O_NONBLOCK (no fcntl module to load)
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)

@@ -25,6 +25,9 @@ import msgspec
 TOKEN = b":::MLLOG "
 TOKEN_STR = ":::MLLOG "
 MAX_KEPT_BAD = 200
+# a "line" longer than this is handed out cut (the tailer, the static reader): a file without newlines
+# cannot eat memory
+DEFAULT_MAX_LINE = 64 << 20
 MAX_BAD_TEXT = 2000
 # a log's raw bytes: `bytes`, or the read buffer `load` reuses file after file (model.book.iter_blocks);
 # nothing keeps a bytearray handed in: what is kept (records, bad lines) is sliced off it, i.e. copied

@@ -28,11 +28,11 @@ from pathlib import Path
 import msgspec
 
 from perfwatch.core.ingest.discover import open_regular
+from perfwatch.core.ingest.mllog import DEFAULT_MAX_LINE
 
 HEAD_BYTES = 256  # fingerprint of the file's start; a mismatch means the file was rewritten in place
 DEFAULT_CHUNK = 1 << 20  # bytes per os.pread call
 DEFAULT_MAX_BATCH = 4 << 20  # bytes of complete lines handed out per read(), so huge files stream
-DEFAULT_MAX_LINE = 64 << 20  # a "line" longer than this is cut, so a file without newlines cannot eat memory
 _RESTART: list[bytes] = []  # sentinel from _pull: the file was rewritten, read it again from byte 0
 
 

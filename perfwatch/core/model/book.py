@@ -23,8 +23,7 @@ from typing import BinaryIO
 import msgspec
 
 from perfwatch.core.ingest.discover import discover, open_regular
-from perfwatch.core.ingest.mllog import Bytes, last_lines
-from perfwatch.core.ingest.tail import DEFAULT_MAX_LINE
+from perfwatch.core.ingest.mllog import DEFAULT_MAX_LINE, Bytes, last_lines
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, run_id_for
 from perfwatch.core.mlperf.rulesets import StandsFor, choose
 from perfwatch.core.mlperf.targets import Target
