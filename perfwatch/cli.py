@@ -28,7 +28,7 @@ def _import_msgspec_without_backports() -> None:
     msgspec reaches for typing_extensions only for back-ports of what Python 3.11's `typing` has
     (perfwatch requires 3.11); that module and the `inspect` it pulls in were ~10 ms of a ~0.1 s
     `perfwatch report`. Hidden for this one import only: anything imported later (Textual) gets it.
-    Two more modules it imports get stand-ins for this import (`_stand_ins`).
+    Three more modules it imports get stand-ins for this import (`_stand_ins`).
     Here, not in `perfwatch.core`: the per-run supervisor imports the core package and must not load
     msgspec at all.
     """
@@ -58,7 +58,7 @@ class _StandIn(types.ModuleType):
 
 
 def _stand_ins() -> dict[str, types.ModuleType]:
-    """Modules msgspec imports that cost more than perfwatch's use of them (none; msgspec's own is tiny):
+    """Modules msgspec's import loads that perfwatch never uses, or uses for one answer:
     - `platform` (~1.5 ms: a dozen regexes compiled), imported by `uuid` on Linux only to call
       `platform.system()` once at import: the stand-in holds that answer (`os.uname().sysname` on POSIX);
     - `textwrap` (~1 ms: its regexes) and `msgspec.inspect` (~0.7 ms: dozens of Struct classes), which
