@@ -91,7 +91,7 @@ def test_sigkill_perfwatch_mid_campaign_runs_go_on_and_attach_finishes_it(tmp_pa
         assert at.returncode == 0, text
         for rid in ("job.r0", "job.r1", "job.r2"):
             row = next(line.split() for line in text.splitlines() if line.startswith(rid + " "))
-            assert row[1:4] == ["succeeded", "0", "yes"], text
+            assert row[1:3] == ["done", "0"], text
         assert "all runs succeeded" in text
     finally:
         reader.halt.set()
@@ -176,7 +176,7 @@ def test_attach_headless_on_plain_mlperf_logs_reports_and_never_controls(
     rc = main(["attach", str(mlperf_logs / "v2.1" / "Krai"), "--headless"])
     out = capsys.readouterr().out
     assert "(logs only, following" in out  # every run has run_stop: it returns at once
-    assert "resnet/result_1 stopped  aborted" in out and "resnet/result_0 stopped  success" in out
+    assert "resnet/result_1 stopped  aborted" in out and "resnet/result_0 stopped  done" in out
     assert rc == 1  # result_1 was aborted: not every run succeeded
     assert not (mlperf_logs / "v2.1" / "Krai" / "perfwatch.json").exists()
 
@@ -204,7 +204,7 @@ def test_headless_attach_follows_plain_logs_being_written_until_run_stop(tmp_pat
         text = out.read_text()
         assert at.returncode == 0, text
         assert "result_0                 found" in text and "result_0                 eval      0.99  epoch 3" in text
-        assert "result_0                 stopped   success  eval 0.99  time-to-train" in text
+        assert "result_0                 done      no target    eval 0.99  time-to-train" in text
         assert text.rstrip().endswith("1 runs; all succeeded")
     finally:
         kill_groups({at.pid} | ({w.pid} if w else set()))

@@ -80,7 +80,7 @@ def test_disk_full_keeps_going_never_reruns_and_shows_unknown(tmp_path: Path, sm
         done = subprocess.run([sys.executable, "-m", "perfwatch", "attach", str(logdir), "--headless"], cwd=ROOT,
                               capture_output=True, text=True, timeout=120)
         rows = {ln.split()[0]: ln.split()[1] for ln in done.stdout.splitlines() if ln.startswith("s.r")}
-        assert rows == {"s.r0": "unknown", "s.r1": "succeeded", "s.r2": "succeeded"}, done.stdout
+        assert rows == {"s.r0": "unknown", "s.r1": "done", "s.r2": "done"}, done.stdout
         assert "exit status unknown" in done.stdout and "SIGKILL" not in done.stdout, done.stdout
         assert sorted(counter.read_text().split()) == ["s.r0", "s.r1", "s.r2"]  # each ran exactly once
         assert done.returncode == 1

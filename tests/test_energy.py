@@ -317,7 +317,7 @@ async def test_at_80x24_the_table_keeps_its_columns_and_the_detail_pane_has_the_
         await until(pilot, lambda: "energy-to-train 1.25 kJ (NVML counter)" in screen_text(app), "the detail line")
         lines = screen_text(app).splitlines()
         assert lines[1].split() == ["run", "▲", "state", "progress", "samp/s", "eval/target", "ttt/elapsed"]
-        assert lines[3].split()[:3] == ["gpu.r0", "✓", "success"]
+        assert lines[3].split()[:3] == ["gpu.r0", "✓", "done"]
 
 
 def test_headless_prints_energy_to_train_live_and_at_the_end(tmp_path: Path) -> None:

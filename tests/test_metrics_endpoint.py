@@ -90,11 +90,11 @@ def test_scrape_while_a_campaign_runs_equals_report(tmp_path: Path) -> None:
                 if labels["run"] == "mlp.r0" and (not states or states[-1] != labels["state"]):
                     states.append(labels["state"])
             # the process exit (state) can come before perfwatch has read the log's last lines: wait for run_stop
-            return bool(states) and states[-1] == "succeeded" and bool(
+            return bool(states) and states[-1] == "done" and bool(
                 value(m, "perfwatch_run_time_to_train_seconds", "mlp.r0"))
 
         assert wait_for(mlp_done, timeout=90, step=0.2), f"states seen: {states}"
-        assert states[0] in ("queued", "starting", "running") and states[-1] == "succeeded", states
+        assert states[0] in ("queued", "starting", "running") and states[-1] == "done", states
         m = scrape(port)
         info = {lab["run"]: lab for lab, _ in m["perfwatch_run_info"]}
         assert info["gate.r0"]["state"] == "running"  # the campaign is still live
@@ -117,7 +117,7 @@ def test_scrape_while_a_campaign_runs_equals_report(tmp_path: Path) -> None:
         assert value(m, "perfwatch_host_memory_total_bytes", "") is None  # host gauges carry no run label
         assert m["perfwatch_host_memory_total_bytes"][0][1] > 0
         counts = {lab["state"]: v for lab, v in m["perfwatch_campaign_runs"]}
-        assert counts == {"running": 1.0, "succeeded": 1.0}
+        assert counts == {"running": 1.0, "done": 1.0}
 
         gate.touch()
         out, _ = proc.communicate(timeout=60)
@@ -165,7 +165,7 @@ def test_gpu_and_host_gauges_name_the_run_on_each_gpu() -> None:
         GpuSample(1, name="NVIDIA H100 80GB HBM3", uuid="GPU-bbb", util_sm=0.0, throttle=()),
     ))
     tele = Snapshot(time=time.time(), gpu=gpus, host=HostSample(cpu_percent=12.5, mem_used=3, mem_total=8))
-    snap = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r1", None, "job", "running", (0,)),), tele)
+    snap = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r1", None, "job", "running", (0,), alive=True),), tele)
     text = "".join(f"{s.name} {s.labels} {s.value}\n" for fam in families(snap, {}) for s in fam.samples)
     assert ("perfwatch_gpu_utilization_percent {'gpu': '0', 'uuid': 'GPU-aaa', 'name': 'NVIDIA H100 80GB HBM3', "
             "'run': 'r1'} 97.0") in text

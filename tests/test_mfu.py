@@ -151,15 +151,15 @@ def test_a_bad_peak_flops_is_a_file_line_error(tmp_path: Path, value: str, messa
 def test_the_live_view_shows_the_mfu_report_gives(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     from perfwatch.core.measure.mfu import Overrides
     from perfwatch.core.model import book
-    from perfwatch.ui.format import mfu_for
+    from perfwatch.core.engine import run_figures
 
     run = tmp_path / "bert.r0"
     run.mkdir()
     (run / "mllog.txt").write_text(log_lines("NVIDIA H100 80GB HBM3", 4.9475e11))
     view = book.load(tmp_path).views()[0]
-    assert mfu_for(view, None, None) == pytest.approx(report(tmp_path, capsys)["bert.r0"]["mfu"])
+    assert run_figures(view).mfu.value == pytest.approx(report(tmp_path, capsys)["bert.r0"]["mfu"])
     # the campaign's FLOPs per sample (what the TUI reads from perfwatch.json) win there too
-    assert mfu_for(view, None, None, Overrides(flops_per_sample=9.895e11)) == pytest.approx(
+    assert run_figures(view, overrides=Overrides(flops_per_sample=9.895e11)).mfu.value == pytest.approx(
         RATE * 9.895e11 / (2 * H100_SXM_BF16))
 
 

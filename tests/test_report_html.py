@@ -60,7 +60,7 @@ def test_html_has_report_tables_and_inline_plots_and_nothing_external(
     page = Page()
     page.feed(page_text)
     runs = page.tables["runs"]
-    assert runs[0][:3] == ["run", "benchmark", "status"]
+    assert runs[0][:3] == ["run", "benchmark", "state"]
     assert [r[0] for r in runs[1:]] == [r["run_id"] for r in expected["runs"]]
     assert [r[2] for r in runs[1:]] == [r["status"] for r in expected["runs"]]
     benches = page.tables["benchmarks"]

@@ -24,12 +24,14 @@ async def test_attach_lists_every_run_and_details_the_selected_one(mlperf_logs):
         await until(pilot, lambda: len(table(app).visible_ids) == 35, "35 runs")
         text = screen_text(app)
         assert "35 runs" in text
-        assert "✗ aborted" in text and "✓ success" in text
+        assert "✗ aborted" in text and "✓ done" in text
         assert table(app).selected == table(app).visible_ids[0]
         await pilot.press("down")
         second = table(app).visible_ids[1]
         await until(pilot, lambda: second in screen_text(app).split("─" * 20)[-1], "detail of the 2nd run")
-        assert "time-to-train" in screen_text(app)
+        # an aborted run: how long it ran, never a "time-to-train" (MLPerf gives it none)
+        assert "ran 5:36:36 (run_stop aborted)" in screen_text(app) and "time-to-train" not in screen_text(app)
+        assert "state aborted (run_stop status aborted)" in screen_text(app)
         assert "╌ target 0.759" in screen_text(app)  # the eval plot draws the target line
         await pilot.press("l")  # log-only: the plots make room for the log tail
         await until(pilot, lambda: "╌ target 0.759" not in screen_text(app), "the log without plots")
@@ -125,7 +127,7 @@ async def test_lines_appended_while_running_show_up(tmp_path):
         with log.open("a") as fh:
             fh.write(mllog("eval_accuracy", 0.7701, 122_000, epoch_num=2))
             fh.write(mllog("run_stop", None, 123_000, status="success"))
-        await until(pilot, lambda: "✓ success" in screen_text(app), "the finished run")
+        await until(pilot, lambda: "✓ done" in screen_text(app), "the finished run")
         assert "0.7701/0.759 ✓" in screen_text(app)
 
 

@@ -49,7 +49,7 @@ def test_cpu_run_mfu_uses_the_measured_host_peak(tmp_path, monkeypatch) -> None:
     from perfwatch.core.measure import peaks as flops
     from perfwatch.core.measure.mfu import forget_cached_cpu_peaks
     from perfwatch.core.model.run import Run
-    from perfwatch.ui import format as fmt
+    from perfwatch.core.engine import run_figures
 
     monkeypatch.setattr(flops, "cache_dir", lambda: tmp_path)
     forget_cached_cpu_peaks()
@@ -59,9 +59,9 @@ def test_cpu_run_mfu_uses_the_measured_host_peak(tmp_path, monkeypatch) -> None:
         Event(0.0, "perfwatch_flops_per_sample", 1e9), Event(0.0, "run_start"),
         *[Event(1000.0 * i, "tracked_stats", {"throughput": 100.0}, metadata={"step": i}) for i in range(1, 6)],
     ])
-    assert fmt.mfu_for(run.view(), None, None) is None  # never measured here: unknown, not guessed
+    assert run_figures(run.view()).mfu.value is None  # never measured here: unknown, not guessed
     flops.cpu_peak("fp32", threads=2, measure=lambda dt, th: 2e11)
     forget_cached_cpu_peaks()
-    value = fmt.mfu_for(run.view(), None, None)
+    value = run_figures(run.view()).mfu.value
     assert value is not None and abs(value - 0.5) < 1e-9  # 100 samples/s x 1 GFLOP / 200 GFLOP/s
     forget_cached_cpu_peaks()

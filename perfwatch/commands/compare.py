@@ -29,13 +29,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from perfwatch.core.model import book as runbook
     from perfwatch.core.results.comparison import compare, render_comparisons
+    from perfwatch.core.results.summary import campaign_plan
 
     books = []
     for label, root in (("A", args.a), ("B", args.b)):
         if not root.exists():
             print(f"perfwatch compare: {label} {root}: no such file or folder", file=sys.stderr)
             return 2
-        book = runbook.load(root, ruleset=args.ruleset)
+        stand_ins, targets = campaign_plan(root)  # a campaign's targets: "converged" as the live view judges it
+        book = runbook.load(root, ruleset=args.ruleset, stand_ins=stand_ins, targets=targets)
         if not book.runs:
             print(f"perfwatch compare: {label} {root}: no mllog records found", file=sys.stderr)
             return 2

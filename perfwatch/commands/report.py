@@ -49,11 +49,14 @@ def run(args: argparse.Namespace) -> int:
     if not root.exists():
         print(f"perfwatch report: {root}: no such file or directory", file=sys.stderr)
         return 2
-    book = runbook.load(root, ruleset=args.ruleset, stand_ins=_stand_ins(root))
-    if not book.runs:
+    stand_ins, targets = report_mod.campaign_plan(root)
+    book = runbook.load(root, ruleset=args.ruleset, stand_ins=stand_ins, targets=targets)
+    recorded = report_mod.recorded_runs(book.root)  # a campaign's every run, logged or not, as perfwatch.json says
+    if not book.runs and not recorded:
         print(f"perfwatch report: {root}: no MLLOG records found", file=sys.stderr)
         return 1
-    rep = report_mod.build(book, extra=report_mod.metrics_columns(measure_cpu_peak=not args.no_cpu_peak, logdir=book.root))
+    rep = report_mod.build(book, extra=report_mod.metrics_columns(measure_cpu_peak=not args.no_cpu_peak, logdir=book.root),
+                           recorded=recorded)
     grid = None
     if args.baseline:
         from perfwatch.core.results.comparison import baseline_grid, render_grid
@@ -107,14 +110,3 @@ def _write_mila(book: RunBook, out: Path) -> None:
         used.add(name.lower())
         (out / name).write_text(json.dumps(mila_run_report(view), indent=2, default=str) + "\n")
 
-
-def _stand_ins(root: Path) -> dict:
-    """A campaign LOGDIR's `mlperf:` per run (perfwatch.json), so its RCP verdict is judged as that benchmark."""
-    from perfwatch.core.layout import REGISTRY_FILE
-
-    if not (root / REGISTRY_FILE).is_file():
-        return {}  # not a campaign's LOGDIR: nothing to import or read (report stays fast)
-    from perfwatch.core.control import registry
-
-    data = registry.read(root)
-    return data.stand_ins() if data is not None else {}

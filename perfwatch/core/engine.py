@@ -33,7 +33,11 @@ from perfwatch.core.ingest.watch import LogWatcher
 from perfwatch.core.layout import RUN_LOGS, TELEMETRY_FILE
 from perfwatch.core.measure.energy import EnergyFollower, RunEnergy
 from perfwatch.core.measure.eta import Eta, eta_to_target
+from perfwatch.core.measure.mfu import Mfu, Overrides, overrides_from_registry, run_mfu
+from perfwatch.core.measure.throughput import rolling_throughput
+from perfwatch.core.model.attempts import Attempt, earlier_attempts
 from perfwatch.core.model.book import RunBook, iter_blocks
+from perfwatch.core.model.status import Counts, RunStatus, count, judge
 from perfwatch.core.model.view import RunView
 from perfwatch.core.telemetry.follow import TelemetryFollower
 from perfwatch.core.telemetry.types import Sampler, Snapshot
@@ -62,9 +66,14 @@ class Session:
     baseline: str | None = None
     untrusted: Untrusted | None = None  # a registry not signed by this user here: watched only
     engine: LiveEngine | None = field(default=None, repr=False)  # the engine following it, for other readers
+    # run id -> the attempt whose log the book holds (the engine's thread moves it on at a restart)
+    attempts: dict[str, int] = field(default_factory=dict)
 
-    def target_reached(self, run_id: str) -> bool:
-        """What `exit_at_target` asks: does this run's log say its target was reached?"""
+    def target_reached(self, run_id: str, attempt: int | None = None) -> bool:
+        """What `exit_at_target` asks: does this run's log, of attempt `attempt` (None: whichever the book
+        holds), say its target was reached? An earlier attempt's log never answers for a later one."""
+        if attempt is not None and self.attempts.get(run_id, 1) != attempt:
+            return False
         run = self.book.get(run_id)
         return run is not None and run.view().target_reached
 
@@ -104,7 +113,8 @@ def attach_session(path: Path, *, poll: bool = False, control: bool = True, conf
         root = path.parent if path.is_file() else path
         return Session(root, path.name, RunBook(root, ruleset=ruleset), [path], poll, None)
     book = RunBook(path, ruleset=ruleset, targets=data.targets(), stand_ins=data.stand_ins())
-    session = Session(path, data.name or path.name, book, [path], poll, None, host=data.host, baseline=data.baseline)
+    session = Session(path, data.name or path.name, book, [path], poll, None, host=data.host, baseline=data.baseline,
+                      attempts={r.run_id: r.attempt for r in data.runs})
     if control:
         try:
             owner = Scheduler.take_over(path, target_reached=session.target_reached, confirm=confirm)
@@ -169,6 +179,27 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
 @dataclass(frozen=True, slots=True)
+class RunFigures:
+    """A run's speed as every front end shows it (the numbers `report` puts in its row)."""
+
+    tp_now: float | None  # samples/s over the rolling window (report: samples_per_s_window)
+    tp_avg: float | None  # mean samples/s over the run (report: throughput_mean)
+    mfu: Mfu | None  # against THE peak resolver's peak, from tp_now's window (report: mfu)
+
+
+def run_figures(view: RunView, *, overrides: Overrides | None = None, gpu: Any = None,
+                scheduled_devices: int | None = None) -> RunFigures:
+    """Throughput now and on average and MFU of one run: the live view's computation (`report` makes the
+    same calls through measure/columns.py; tests/test_one_number.py holds them equal)."""
+    stats = view.throughput_stats
+    return RunFigures(
+        rolling_throughput(view, flops_per_sample=overrides.flops_per_sample if overrides else None).samples_per_s,
+        stats.mean if stats.count else None,
+        run_mfu(view, overrides=overrides, gpu=gpu, cpu="cached", scheduled_devices=scheduled_devices),
+    )
+
+
+@dataclass(frozen=True, slots=True)
 class LiveSnapshot:
     """Everything a front end shows at one instant; immutable, safe on any thread."""
 
@@ -186,6 +217,12 @@ class LiveSnapshot:
     # by run id: GPU energy-to-train and whole-run energy from the telemetry.jsonl beside its log
     # (core/measure/energy.py, the computation `report` uses); no entry: no GPU energy recorded
     energy: Mapping[str, RunEnergy]
+    # by run id, every run of run_ids(): its state, reason and verdict (core/model/status.py)
+    statuses: Mapping[str, RunStatus] = field(default_factory=lambda: _EMPTY)
+    counts: Counts = field(default_factory=lambda: count(()))  # the statuses added up
+    figures: Mapping[str, RunFigures] = field(default_factory=lambda: _EMPTY)  # by run id, runs with a log
+    # by run id: a restarted run's earlier attempts, oldest first (core/model/attempts.py)
+    attempts: Mapping[str, tuple[Attempt, ...]] = field(default_factory=lambda: _EMPTY)
 
     def run_ids(self) -> list[str]:
         """Every run known from its log or its process, logs' order first."""
@@ -247,7 +284,8 @@ class LiveEngine:
         self.ready = threading.Event()  # set once the first full read of the logs has been applied
         self._on_update: Callable[[], None] | None = None
         self._watcher: Any = None
-        self._telemetry: Any = None
+        self._telemetry: Any = None  # the sampler thread this engine started
+        self._shared_telemetry: Any = None  # the campaign owner's recording thread, whose samples it shows
         self._telemetry_errors = 0
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
@@ -284,6 +322,12 @@ class LiveEngine:
         self._energy_followers: dict[str, EnergyFollower] = {}
         self._energy_keys: dict[str, tuple[object, ...]] = {}
         self._next_energy = 0.0
+        self._statuses: dict[str, RunStatus] = {}
+        self._figures: dict[str, RunFigures] = {}
+        self._attempts: dict[str, tuple[Attempt, ...]] = {}
+        self._gpu_names: tuple[str | None, ...] = ()
+        # what the campaign says about MFU (flops_per_sample, peak_flops), per run id; {} for other folders
+        self._overrides = overrides_from_registry(session.logdir)
 
     # ---- lifecycle --------------------------------------------------------------------------------
     def start(self, on_update: Callable[[], None] | None = None, *, threaded: bool = True) -> LiveEngine:
@@ -296,7 +340,15 @@ class LiveEngine:
         self._watcher = factory(self.session.watcher_roots, self._sink, poll=self.session.poll,
                                 min_interval=self.watch_min_interval, on_error=self._watch_error)
         self._watcher.start()
-        if self.sampler is not None:
+        recorder = self.controller.telemetry if isinstance(self.controller, Scheduler) else None
+        if self.sampler is not None and recorder is not None:
+            # the campaign owner samples the devices already (to record telemetry.jsonl): one sampler thread
+            # per process, whose samples this engine shows too
+            self.sampler.close()
+            self.sampler = None
+            self._shared_telemetry = recorder
+            recorder.subscribe(self._on_sample)
+        elif self.sampler is not None:
             from perfwatch.core.telemetry.sampling import TelemetryThread
 
             self._telemetry = TelemetryThread(self.sampler, interval=self.sampler_interval, sink=self._on_sample)
@@ -356,6 +408,8 @@ class LiveEngine:
 
     def _on_sample(self, snapshot: Snapshot) -> None:
         """The sampler's thread: a newer sample replaces one not yet taken."""
+        if self._stop.is_set():
+            return
         with self._in_lock:
             self._sample = snapshot
         self._wake.set()
@@ -431,13 +485,35 @@ class LiveEngine:
             changed |= {rid for rid, p in procs.items() if self._procs.get(rid) != p}
             changed |= set(self._procs) - set(procs)
             self._procs = procs
+            self._follow_attempts(procs)
+        devices = False
+        if sample is not None:
+            self._devices, devices = sample, True
+            errors += self._telemetry_problems()
+            names = _gpu_names(sample)
+            if names != self._gpu_names:  # the GPUs (so the peaks behind MFU) changed: every run's figures
+                self._gpu_names = names
+                changed |= set(self._views)
         for rid in changed:
             run = self.book.get(rid)
             if run is not None:
                 view = self._views[rid] = run.view()
-                self._update_eta(rid, view, now)
+                self._figures[rid] = self._run_figures(view, self._procs.get(rid))
+            view_or_none = self._views.get(rid)
+            proc = self._procs.get(rid)
+            if view_or_none is None and proc is None:
+                self._statuses.pop(rid, None)
+                continue
+            status = self._statuses[rid] = judge(view_or_none, proc, self.book.targets.get(rid))
+            if view_or_none is not None:
+                if status.state.ended:  # an ended run has no ETA, however it ended
+                    self._etas.pop(rid, None)
+                    self._eta_keys.pop(rid, None)
+                    self._eta_due.pop(rid, None)
+                else:
+                    self._update_eta(rid, view_or_none, now)
         for rid, due in list(self._eta_due.items()):  # deferred refits whose time came
-            if rid not in self._views:
+            if rid not in self._views or rid not in self._statuses or self._statuses[rid].state.ended:
                 del self._eta_due[rid]  # never left due: the engine would wake 100x/s for it
             elif now + ALIGN >= due:
                 self._eta_keys.pop(rid, None)
@@ -446,10 +522,6 @@ class LiveEngine:
         if self._views and now + ALIGN >= self._next_energy:
             self._next_energy = now + self.energy_interval
             changed |= self._update_energy()
-        devices = False
-        if sample is not None:
-            self._devices, devices = sample, True
-            errors += self._telemetry_problems()
         selected = self._follow(want, changed, now, errors)
         errors = [e for e in errors if self._first_time(e)]
         self._errors.extend(errors)
@@ -460,6 +532,36 @@ class LiveEngine:
         if became_ready:
             self.ready.set()
         return True
+
+    def _follow_attempts(self, procs: Mapping[str, ProcInfo]) -> None:
+        """A run whose attempt moved on was restarted: its view begins empty, and nothing of the earlier
+        attempt's log counts for it (`Session.target_reached`); its earlier attempts are read back."""
+        for rid, proc in procs.items():
+            known = self.session.attempts.get(rid)
+            if known == proc.attempt and (proc.attempt == 1 or rid in self._attempts):
+                continue
+            if known is not None and proc.attempt > known:
+                self.book.new_attempt(rid)
+                self._etas.pop(rid, None)
+                self._eta_keys.pop(rid, None)
+                self._eta_due.pop(rid, None)
+            self.session.attempts[rid] = proc.attempt
+            self._attempts[rid] = self._earlier(rid, proc) if proc.attempt > 1 else ()
+
+    def _earlier(self, run_id: str, proc: ProcInfo) -> tuple[Attempt, ...]:
+        data = registry.read(self.session.logdir)
+        rec = next((r for r in data.runs if r.run_id == run_id), None) if data is not None else None
+        if rec is None:
+            return ()
+        return earlier_attempts(Path(proc.folder), run_id, rec.attempts, self.book.targets.get(run_id))
+
+    def _run_figures(self, view: RunView, proc: ProcInfo | None) -> RunFigures:
+        devices = proc.devices if proc is not None else ()
+        snap = self._devices
+        gpus = snap.gpu.gpus if snap is not None and snap.gpu is not None else ()
+        gpu = next((g for g in gpus if devices and g.index == devices[0]), gpus[0] if gpus else None)
+        return run_figures(view, overrides=self._overrides.get(view.run_id), gpu=gpu,
+                           scheduled_devices=len(devices) or None)
 
     def _update_eta(self, run_id: str, view: RunView, now: float) -> None:
         """Refit only when the evals, the target or the run's end changed (a fit costs about a ms), and
@@ -514,7 +616,7 @@ class LiveEngine:
         return True
 
     def _telemetry_problems(self) -> list[EngineError]:
-        thread = self._telemetry
+        thread = self._telemetry or self._shared_telemetry
         if thread is None or thread.errors == self._telemetry_errors:
             return []
         self._telemetry_errors = thread.errors
@@ -566,6 +668,8 @@ class LiveEngine:
             etas=MappingProxyType(dict(self._etas)),
             procs=MappingProxyType(dict(self._procs)), devices=self._devices, selected=self._selected,
             errors=tuple(self._errors), ready=ready, energy=MappingProxyType(dict(self._energy)),
+            statuses=MappingProxyType(dict(self._statuses)), counts=count(self._statuses.values()),
+            figures=MappingProxyType(dict(self._figures)), attempts=MappingProxyType(dict(self._attempts)),
         )
         with self._out_lock:
             first = self._snapshot is None
@@ -600,3 +704,8 @@ class LiveEngine:
             self._p_changed, self._p_devices, self._p_selected, self._p_errors = set(), False, False, []
             self._taken_seq = snap.seq
             return update
+
+
+def _gpu_names(snap: Snapshot | None) -> tuple[str | None, ...]:
+    gpu = snap.gpu if snap is not None else None
+    return tuple(g.name for g in gpu.gpus) if gpu is not None else ()

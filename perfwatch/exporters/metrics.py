@@ -168,7 +168,7 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
             if (v := _num(tree.rss)) is not None:
                 proc_rss.add_metric(labels, v)
     for live in snap.runs:
-        if live.state in ("starting", "running", "stalled", "paused", "stopping"):
+        if live.alive:
             for index in live.devices:
                 gpu_runs.setdefault(index, []).append(live.run_id)
     out += [info, *run_fams.values(), last, target, reached, elapsed, eta, eta_pm, findings, compliant, proc_cpu,
@@ -193,7 +193,14 @@ def _campaign(snap: LiveSnapshot) -> list[Metric]:
         counts[live.state] = counts.get(live.state, 0) + 1
     for state, n in sorted(counts.items()):
         fam.add_metric([snap.campaign, state], float(n))
-    return [fam]
+    target = GaugeMetricFamily("perfwatch_campaign_runs_target", "Runs of the campaign by where they stand "
+                               "against their target (reached, not reached, no target)", labels=["campaign", "verdict"])
+    for verdict, n in snap.counts.verdicts.items():
+        target.add_metric([snap.campaign, verdict], float(n))
+    failed = GaugeMetricFamily("perfwatch_campaign_runs_failed", "Runs that ended without finishing and without "
+                               "reaching their target", labels=["campaign"])
+    failed.add_metric([snap.campaign], float(snap.counts.failed))
+    return [fam, target, failed]
 
 
 _GPU_GAUGES: list[tuple[str, str, str, float]] = [

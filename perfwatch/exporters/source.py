@@ -17,8 +17,9 @@ from typing import Any, Protocol
 
 from perfwatch.core.engine import Session
 from perfwatch.core.measure.eta import Eta
+from perfwatch.core.model.status import Counts, count
 from perfwatch.core.model.view import RunView
-from perfwatch.core.results.summary import group_of, status_of
+from perfwatch.core.results.summary import group_of
 from perfwatch.core.telemetry.types import Snapshot
 
 
@@ -29,9 +30,10 @@ class LiveRun:
     run_id: str
     view: RunView | None  # None until the run's log has a record (queued, starting)
     job: str
-    state: str  # the controller's state (queued, running, succeeded, ...) or the log's status word
+    state: str  # the engine's state word (core/model/status.py: queued, running, done, killed, crashed, ...)
     devices: tuple[int, ...]  # GPU indices the run was given (empty: none or not known)
     eta: Eta | None = None  # the engine's ETA to target (core/measure/eta.py)
+    alive: bool = False  # its process lives (or its log goes on)
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +42,7 @@ class LiveSnapshot:
     root: Path  # paths in report rows are relative to this (as `perfwatch report ROOT` prints them)
     runs: tuple[LiveRun, ...]
     telemetry: Snapshot | None  # the latest host/GPU sample (None before the first one)
+    counts: Counts = count(())  # the engine's counts: states, reached / not reached / no target, failed
 
 
 class Source(Protocol):
@@ -63,12 +66,14 @@ class SessionSource:
             return LiveSnapshot(s.title, s.book.root, (), None)
         runs = []
         for rid in snap.run_ids():  # the logs' order, then runs with no log yet (queued)
-            view, info, eta = snap.views.get(rid), snap.procs.get(rid), snap.etas.get(rid)
+            view, info, eta, status = snap.views.get(rid), snap.procs.get(rid), snap.etas.get(rid), snap.statuses.get(rid)
+            if status is None:
+                continue
             if info is not None:
-                runs.append(LiveRun(rid, view, info.job, info.state.value, tuple(info.devices or ()), eta))
+                runs.append(LiveRun(rid, view, info.job, status.word, tuple(info.devices or ()), eta, status.state.alive))
             elif view is not None:  # logs nobody controls
-                runs.append(LiveRun(rid, view, group_of(view), status_of(view), (), eta))
-        return LiveSnapshot(s.title, s.book.root, tuple(runs), snap.devices or self._telemetry(snap.procs))
+                runs.append(LiveRun(rid, view, group_of(view), status.word, (), eta, status.state.alive))
+        return LiveSnapshot(s.title, s.book.root, tuple(runs), snap.devices or self._telemetry(snap.procs), snap.counts)
 
     def _telemetry(self, procs: Mapping[str, Any]) -> Snapshot | None:
         owner = getattr(self.session.controller, "_telemetry", None)  # the campaign owner's TelemetryThread

@@ -22,11 +22,13 @@ from typing import TYPE_CHECKING, Any, TextIO
 from perfwatch.core.control import registry
 from perfwatch.core.control.controller import ClientController, Controller, ProcInfo, RunState
 from perfwatch.core.control.scheduler import Scheduler
-from perfwatch.core.engine import LiveEngine, Session, Update, energy_path, reread
+from perfwatch.core.engine import LiveEngine, Session, Update, energy_path, reread, run_figures
 from perfwatch.core.measure.energy import RunEnergy, run_energy
 from perfwatch.core.measure.eta import Eta
+from perfwatch.core.measure.mfu import overrides_from_registry
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import RunView
+from perfwatch.core.model.status import Counts, RunStatus, State, count, judge
 from perfwatch.core.telemetry.jsonl import read_telemetry
 
 if TYPE_CHECKING:
@@ -69,7 +71,7 @@ def _disk_energy(view: RunView) -> RunEnergy:
 class _Printer:
     def __init__(self, out: TextIO, t0: float) -> None:
         self.out, self.t0 = out, t0
-        self.last: dict[str, tuple[RunState, str | None]] = {}
+        self.last: dict[str, tuple[str, str | None]] = {}
         self.energy_shown: set[str] = set()
         self.stopped: set[str] = set()  # runs whose run_stop was seen (their group's RCP projection printed)
         self.projected: dict[str, str] = {}  # group -> the RCP projection printed last
@@ -99,10 +101,13 @@ class _Printer:
                 self.energy_shown.add(rid)
                 self.line(f"{rid:<24} {'energy':<8}  {_energy_text(e)}")
 
-    def changes(self, procs: Mapping[str, ProcInfo], views: Mapping[str, RunView]) -> None:
+    def changes(self, procs: Mapping[str, ProcInfo], views: Mapping[str, RunView],
+                statuses: Mapping[str, RunStatus]) -> None:
+        """A line per run whose state (core/model/status.py: the words every front end shows) changed."""
         for rid, info in procs.items():
+            status = statuses.get(rid) or judge(views.get(rid), info)
             # a new state, or why a run is still starting (Slurm: "pending in Slurm: Resources")
-            seen = (info.state, info.reason if info.state is RunState.STARTING else None)
+            seen = (status.word, status.reason if info.state is RunState.STARTING else None)
             if self.last.get(rid) == seen:
                 continue
             first = rid not in self.last
@@ -110,12 +115,14 @@ class _Printer:
             if first and info.state is RunState.QUEUED:
                 continue
             view = views.get(rid)
-            parts = [f"{rid:<24} {info.state.value:<9}"]
+            parts = [f"{rid:<24} {status.word:<9}"]
             if info.state is RunState.RUNNING and info.pid:
                 parts.append(f"pid {info.pid}" + (f" attempt {info.attempt}" if info.attempt > 1 else "")
                              + (f" gpu {','.join(map(str, info.devices))}" if info.devices else ""))
-            if info.reason:
-                parts.append(info.reason)
+            if status.reason:
+                parts.append(status.reason)
+            if status.state.ended:
+                parts.append(f"target {status.verdict.value}")
             if info.state.terminal and view is not None:
                 parts.append(_eval_text(view))
             self.line("  ".join(p for p in parts if p))
@@ -123,11 +130,15 @@ class _Printer:
                 for text in info.last_output[-LAST_LINES:]:
                     print(f"{'':>10}| {text}", file=self.out, flush=True)
 
-    def status(self, procs: Mapping[str, ProcInfo]) -> None:
-        counts: dict[str, int] = {}
-        for info in procs.values():
-            counts[info.state.value] = counts.get(info.state.value, 0) + 1
-        self.line("status: " + ", ".join(f"{n} {s}" for s, n in sorted(counts.items())))
+    def status(self, counts: Counts) -> None:
+        self.line("status: " + counts_text(counts))
+
+
+def counts_text(counts: Counts) -> str:
+    """"3 running, 1 done; target: 1 reached, 3 not reached; 0 failed": the engine's counts, as the TUI's header."""
+    states = ", ".join(f"{n} {s}" for s, n in counts.states.items()) or "no runs"
+    verdicts = ", ".join(f"{n} {v}" for v, n in counts.verdicts.items() if n)
+    return f"{states}; target: {verdicts or 'none'}; {counts.failed} failed"
 
 
 def final_book(session: Session) -> RunBook:
@@ -136,23 +147,26 @@ def final_book(session: Session) -> RunBook:
 
 
 def summary(procs: Mapping[str, ProcInfo], book: RunBook, out: TextIO) -> bool:
-    """Print the final per-run table; True if every run succeeded."""
-    header = (f"{'run':<24} {'state':<9} {'exit':>5} {'target':<8} {'time-to-train':>13} {'energy kJ':>10} "
+    """Print the final per-run table; True if every run ended and none failed (core/model/status.py)."""
+    header = (f"{'run':<24} {'state':<9} {'exit':>5} {'target':<11} {'time-to-train':>13} {'energy kJ':>10} "
               f"{'attempt':>7}  reason")
     print(header, file=out)
     print("-" * len(header), file=out)
-    ok = bool(procs)
+    statuses = []
     for rid, info in procs.items():
         run = book.get(rid)
         view = run.view() if run is not None else None
-        reached = "-" if view is None or view.target is None else ("yes" if view.target_reached else "no")
+        status = judge(view, info, book.targets.get(rid))
+        statuses.append(status)
         ttt = view.time_to_train_ms / 1000 if view and view.time_to_train_ms is not None else None
         code = "-" if info.exit_code is None else str(info.exit_code)
         ett = _disk_energy(view).to_train if view is not None else None
         kj = f"{ett.energy.kj:.3f}" if ett is not None else "-"  # GPU energy-to-train; "-": no GPU energy
-        print(f"{rid:<24} {info.state.value:<9} {code:>5} {reached:<8} {_fmt_s(ttt):>13} {kj:>10} "
-              f"{info.attempt:>7}  {info.reason or ''}", file=out)
-        ok = ok and info.state is RunState.SUCCEEDED
+        print(f"{rid:<24} {status.word:<9} {code:>5} {status.verdict.value:<11} {_fmt_s(ttt):>13} {kj:>10} "
+              f"{info.attempt:>7}  {status.reason}", file=out)
+    counts = count(statuses)
+    ok = bool(procs) and counts.ended == counts.runs and not counts.failed
+    print(counts_text(counts), file=out)
     print(f"{'all runs succeeded' if ok else 'NOT all runs succeeded'}", file=out, flush=True)
     return ok
 
@@ -185,8 +199,9 @@ class _LogPrinter:
                 self.p.line("  ".join(x for x in (f"{rid:<24} {'eval':<8}", text, _epoch(v.evals[-1]),
                                                   _elapsed(v), _eta((etas or {}).get(rid), v)) if x))
             if v.phase == "stopped" and phase != "stopped":
-                self.p.line("  ".join(x for x in (f"{rid:<24} {'stopped':<8}", v.run_status or "-", _eval_text(v),
-                                                  f"time-to-train {_fmt_s(_ttt(v))}") if x))
+                status = judge(v)
+                ran = f"time-to-train {_fmt_s(_ttt(v))}" if status.state is State.DONE else f"ran {_fmt_s(_ttt(v))}"
+                self.p.line("  ".join(x for x in (f"{rid:<24} {'stopped':<8}", status.word, _eval_text(v), ran) if x))
                 self._rcp(views, rid)
             elif phase in ("waiting", "init") and v.phase in ("running", "eval"):
                 self.p.line(f"{rid:<24} {'running':<8}  run_start logged")
@@ -197,12 +212,8 @@ class _LogPrinter:
         if text:
             self.p.line(f"{'':<24} {text}")
 
-    def status(self, views: Mapping[str, RunView]) -> None:
-        counts: dict[str, int] = {}
-        for v in views.values():
-            counts[v.phase] = counts.get(v.phase, 0) + 1
-        waiting = ", ".join(f"{n} {s}" for s, n in sorted(counts.items())) or "no runs yet"
-        self.p.line(f"status: {waiting}")
+    def status(self, counts: Counts) -> None:
+        self.p.line(f"status: {counts_text(counts)}" if counts.runs else "status: no runs yet")
 
 
 def _rcp_text(views: Mapping[str, RunView], rid: str) -> str | None:
@@ -224,13 +235,20 @@ def _elapsed(v: RunView) -> str:
     return f"elapsed {_fmt_s(v.elapsed_ms / 1000)}" if v.elapsed_ms is not None and v.phase != "stopped" else ""
 
 
-def _numbers(v: RunView) -> str:
-    """Time-to-train and mean throughput: the same `RunView` numbers the TUI's table and `report` show."""
+def _numbers(v: RunView, status: RunStatus, overrides: Mapping[str, Any]) -> str:
+    """Time-to-train, throughput now and on average, MFU: the numbers the TUI's table and `report` show
+    (core/engine.py `run_figures`)."""
     parts = []
     if v.time_to_train_ms is not None:
-        parts.append(f"time-to-train {v.time_to_train_ms / 60_000:.4f} min")
-    if v.throughput_stats.count:
-        parts.append(f"avg {v.throughput_stats.mean:.2f} samples/s")
+        what = "time-to-train" if status.state is State.DONE else "ran"
+        parts.append(f"{what} {v.time_to_train_ms / 60_000:.4f} min")
+    fig = run_figures(v, overrides=overrides.get(v.run_id))
+    if fig.tp_now is not None:
+        parts.append(f"now {fig.tp_now:.2f} samples/s")
+    if fig.mfu is not None and fig.mfu.value is not None:
+        parts.append(f"MFU {fig.mfu.value * 100:.2f}%")
+    if fig.tp_avg is not None:
+        parts.append(f"avg {fig.tp_avg:.2f} samples/s")
     return "  ".join(parts)
 
 
@@ -254,12 +272,18 @@ def _all_stopped(views: Mapping[str, RunView]) -> bool:
 
 
 def _report_logs(session: Session, printer: _Printer, out: TextIO) -> bool:
-    """One pass over every log on disk: a line per run; True if every run_stop says success."""
+    """One pass over every log on disk: a line per run; True if every run ended and none failed."""
     views = final_book(session).views()
+    overrides = overrides_from_registry(session.logdir)
+    statuses = []
     for v in views:
-        printer.line("  ".join(x for x in (f"{v.run_id:<24} {v.phase:<8} {v.run_status or '-':<8}", _eval_text(v),
-                                           _numbers(v), _energy_text(_disk_energy(v))) if x))
-    ok = bool(views) and all(v.run_status == "success" for v in views)
+        st = judge(v)
+        statuses.append(st)
+        printer.line("  ".join(x for x in (f"{v.run_id:<24} {st.word:<9} {st.verdict.value:<11}", _eval_text(v),
+                                           _numbers(v, st, overrides), _energy_text(_disk_energy(v))) if x))
+    counts = count(statuses)
+    ok = bool(views) and counts.ended == counts.runs and not counts.failed
+    print(counts_text(counts), file=out)
     print(f"{len(views)} runs; {'all succeeded' if ok else 'NOT all succeeded'}", file=out, flush=True)
     return ok
 
@@ -324,8 +348,8 @@ def follow_logs(session: Session, out: TextIO, *, tick: float = 0.25, status_eve
                     views = update.snapshot.views
                     logs.changes(views, update.changed, update.snapshot.etas)
                     printer.energy(update.snapshot.energy)
-                if time.time() >= next_status:
-                    logs.status(views)
+                if time.time() >= next_status and engine.snapshot is not None:
+                    logs.status(engine.snapshot.counts)
                     next_status = time.time() + status_every
     if drive.interrupted:
         printer.line(f"interrupted ({signal.Signals(drive.interrupted[0]).name}): stopped following; the runs so far:")
@@ -362,7 +386,7 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
             snap = update.snapshot if update is not None else engine.snapshot
             procs = snap.procs if snap is not None else {}
             views = snap.views if snap is not None else views
-            printer.changes(procs, views)
+            printer.changes(procs, views, snap.statuses if snap is not None else {})
             printer.rcp(views)
             if snap is not None:
                 printer.energy(snap.energy)
@@ -375,14 +399,14 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
                 break
             if procs and all(p.state.terminal for p in procs.values()):
                 break
-            if time.time() >= next_status:
-                printer.status(procs)
+            if time.time() >= next_status and snap is not None:
+                printer.status(snap.counts)
                 next_status = time.time() + status_every
     if drive.interrupted:  # the engine has stopped: the controller is ours alone now
         printer.line("interrupted: " + ("stopping every run" if stop_runs else
                                         "leaving the runs running; `perfwatch attach` reopens them"))
         ctl.close(stop_runs=stop_runs)
-        printer.changes(ctl.procs(), views)
+        printer.changes(ctl.procs(), views, {})
         return 130
     book = final_book(session)
     printer.rcp({v.run_id: v for v in book.views()})  # the last run_stop may have come after the last update

@@ -1,28 +1,26 @@
-"""Presentation only: turn a `RunView` (and the controller's `ProcInfo`) into table cells.
+"""Presentation only: turn a `RunView` and what the engine computed for it into table cells.
 
-Numbers are computed in `perfwatch.core`; this module chooses units, widths and the
-status class whose colour the theme provides.
+Numbers and states are computed in `perfwatch.core` (the engine's snapshot: status, throughput,
+MFU, ETA, energy); this module chooses units, widths and symbols; the theme colours each status
+class (core/model/status.py `KINDS`).
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from perfwatch.core.control.controller import ProcInfo
-from perfwatch.core.control.states import RunState
 from perfwatch.core.measure.eta import Eta
 from perfwatch.core.measure.eta import progress as run_progress
 from perfwatch.core.model.run import RunView
+from perfwatch.core.model.status import KINDS, Counts, RunStatus
 from perfwatch.text.escape import scrub
 
 if TYPE_CHECKING:
+    from perfwatch.core.engine import RunFigures
     from perfwatch.core.measure.energy import RunEnergy
-    from perfwatch.core.measure.mfu import Overrides
-    from perfwatch.core.telemetry.types import Snapshot
 
 COLUMNS: tuple[tuple[str, str, int], ...] = (
     # (key, title, width); "id" takes the remaining width
@@ -39,12 +37,11 @@ COLUMNS: tuple[tuple[str, str, int], ...] = (
 )
 NARROW_HIDE = ("tp_avg", "mfu", "eta", "energy")  # dropped first when the terminal is narrow
 OPTIONAL = ("energy",)  # shown only while some run has a value (GPU energy: none on CPU-only runs)
-STATUS_CLASSES = ("queued", "running", "paused", "reached", "done", "failed", "stalled")
+STATUS_CLASSES = KINDS
 _SYMBOL = {
     "queued": "·", "running": "▶", "paused": "‖", "reached": "✓",
     "done": "■", "failed": "✗", "stalled": "!",
 }
-_FAILED = frozenset({RunState.FAILED, RunState.KILLED, RunState.TIMEOUT, RunState.STOPPED, RunState.UNKNOWN})
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,35 +112,9 @@ def energy_text(energy: RunEnergy | None) -> str:
     return " · ".join(parts)
 
 
-def status_of(view: RunView | None, proc: ProcInfo | None) -> tuple[str, str]:
-    """(status class, label) from the process state when controlled, else from the log."""
-    if proc is not None:
-        state = proc.state
-        if proc.stalled or state is RunState.STALLED:
-            return "stalled", "stalled"
-        if state in (RunState.QUEUED, RunState.STARTING):
-            return "queued", state.value
-        if state is RunState.PAUSED:
-            return "paused", "paused"
-        if state in _FAILED:
-            return "failed", state.value
-        if state is RunState.SUCCEEDED:
-            reached = view is not None and view.target_reached
-            return ("reached" if reached else "done"), "done"
-        if view is not None and view.target_reached:
-            return "reached", state.value
-        return "running", state.value
-    if view is None:
-        return "queued", "waiting"
-    if view.phase == "stopped":
-        if view.run_status == "success":
-            return ("reached" if view.target_reached or view.target is None else "done"), "success"
-        return "failed", view.run_status or "stopped"
-    if view.target_reached:
-        return "reached", view.phase
-    if view.phase == "waiting":
-        return "queued", "waiting"
-    return "running", view.phase
+def status_label(status: RunStatus) -> str:
+    """The state cell: the status class's symbol and the state word ("✓ stopped", "✗ crashed")."""
+    return f"{_SYMBOL[status.kind]} {status.word}"
 
 
 def progress(view: RunView) -> tuple[str, float]:
@@ -161,7 +132,8 @@ def progress(view: RunView) -> tuple[str, float]:
 
 
 def eta_cell(view: RunView, eta: Eta | None) -> str:
-    """Time to the target from the eval curve's fit ("≈3:20 ±0:40", "≥16:00", "not converging")."""
+    """Time to the target from the eval curve's fit ("≈3:20 ±0:40", "≥16:00", "not converging"); the
+    engine gives an ended run none."""
     if eta is None or view.phase == "stopped":
         return "–"
     return eta.text(view.elapsed_ms, fmt_eta)
@@ -181,42 +153,33 @@ def eval_cell(view: RunView) -> str:
     return f"{last}/{fmt_value(view.target.value)}{mark}"
 
 
-def mfu_for(view: RunView | None, proc: ProcInfo | None, snapshot: Snapshot | None,
-            overrides: Overrides | None = None) -> float | None:
-    """MFU (0..1) as every front end shows it: THE peak resolver (core/measure/mfu.py) given the run's
-    live GPU sample; a CPU run only against a peak this host measured before (the live view never
-    measures: it would steal the runs' cores); None if unknown."""
-    if view is None:
-        return None
-    from perfwatch.core.measure.mfu import run_mfu
-
-    devices = proc.devices if proc is not None else ()
-    gpus = snapshot.gpu.gpus if snapshot is not None and snapshot.gpu is not None else ()
-    gpu = next((g for g in gpus if devices and g.index == devices[0]), gpus[0] if gpus else None)
-    return run_mfu(view, overrides=overrides, gpu=gpu, cpu="cached", scheduled_devices=len(devices) or None).value
+def fmt_mfu(mfu: float | None) -> str:
+    return "–" if mfu is None else (f"{mfu * 100:.1f}%" if mfu < 0.1 else f"{mfu * 100:.0f}%")
 
 
-def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mfu: float | None = None,
+def make_row(run_id: str, view: RunView | None, status: RunStatus, figures: RunFigures | None = None,
              eta: Eta | None = None, energy: RunEnergy | None = None) -> Row:
-    status, label = status_of(view, proc)
-    label = f"{_SYMBOL[status]} {label}"
+    """One runs-table row from the engine's numbers for the run (nothing computed here)."""
+    kind, label = status.kind, status_label(status)
     shown_id = scrub(run_id)  # a run id is a file or folder name: it may hold control characters
     if view is None:
         cells = {k: "–" for k, _, _ in COLUMNS}
         cells.update(id=shown_id, state=label)
-        return Row(run_id, cells, status, {"id": run_id, "state": status})
+        return Row(run_id, cells, kind, {"id": run_id, "state": STATUS_CLASSES.index(kind)})
     prog, prog_key = progress(view)
     ttt = view.time_to_train_ms
     time_cell = fmt_duration(view.elapsed_ms) if ttt is None else f"{fmt_duration(ttt)} ✓"
     if ttt is not None and view.run_status != "success":
         time_cell = fmt_duration(ttt)
+    tp_now = figures.tp_now if figures is not None else None
+    mfu = figures.mfu.value if figures is not None and figures.mfu is not None else None
     cells = {
         "id": shown_id,
         "state": label,
         "progress": prog,
-        "tp_now": fmt_rate(view.last_throughput),
-        "tp_avg": fmt_rate(view.throughput_stats.mean if view.throughput_stats.count else None),
-        "mfu": "–" if mfu is None else (f"{mfu * 100:.1f}%" if mfu < 0.1 else f"{mfu * 100:.0f}%"),
+        "tp_now": fmt_rate(tp_now),
+        "tp_avg": fmt_rate(figures.tp_avg if figures is not None else None),
+        "mfu": fmt_mfu(mfu),
         "eval": eval_cell(view),
         "time": time_cell,
         "energy": energy_cell(energy),
@@ -224,19 +187,26 @@ def make_row(run_id: str, view: RunView | None, proc: ProcInfo | None = None, mf
     }
     sort = {
         "id": run_id,
-        "state": STATUS_CLASSES.index(status),
+        "state": STATUS_CLASSES.index(kind),
         "progress": prog_key,
-        "tp_now": view.last_throughput or 0.0,
+        "tp_now": tp_now or 0.0,
         "eval": view.last_eval if view.last_eval is not None else -math.inf,
         "time": view.elapsed_ms or 0.0,
     }
-    return Row(run_id, cells, status, sort)
+    return Row(run_id, cells, kind, sort)
 
 
-def header_text(title: str, host: Mapping[str, Any] | None, statuses: Iterable[str]) -> str:
-    """`perfwatch · <campaign>  <host>  N runs  n <status> ...` for the header bar."""
-    counts = Counter(statuses)
+def header_text(title: str, host: Mapping[str, Any] | None, counts: Counts | None) -> str:
+    """`perfwatch · <campaign>  <host>  N runs  n <state> ...  target: n reached, n not reached, n no target
+    n failed` for the header bar: the engine's counts (core/model/status.py), only formatted."""
     name = (host or {}).get("hostname") or (host or {}).get("name") or ""
-    parts = [f"perfwatch · {title}", name, f"{sum(counts.values())} runs"]
-    parts += [f"{n} {s}" for s, n in sorted(counts.items())]
+    parts = [f"perfwatch · {title}", name]
+    if counts is not None:
+        parts.append(f"{counts.runs} runs")
+        parts += [f"{n} {state}" for state, n in counts.states.items()]
+        verdicts = ", ".join(f"{n} {v}" for v, n in counts.verdicts.items() if n)
+        if verdicts:
+            parts.append(f"target: {verdicts}")
+        if counts.failed:
+            parts.append(f"{counts.failed} failed")
     return "  ".join(p for p in parts if p)

@@ -71,6 +71,28 @@ class _Run:
     tracked_at: float = 0.0
 
 
+def exit_state(code: int, *, unknown: bool, intent: RunState | None, reason: str | None,
+               cache_clear: object = None) -> tuple[RunState, str | None]:
+    """The state an ended attempt is in, and why: from its exit status (`-SIG` when signalled; `unknown`:
+    nothing says how it ended), what perfwatch meant by stopping it (`intent`, with the `reason` it gave),
+    and its cache clear's failure. The scheduler records it; `report` applies it to runs that ended while
+    no scheduler watched."""
+    what = launch.describe_exit(code)
+    if unknown:
+        what = "exit status unknown: no exit.json (it could not be written, or its supervisor was killed)"
+    if unknown and intent is None:
+        return RunState.UNKNOWN, what
+    if intent is None and isinstance(cache_clear, dict) and cache_clear.get("reason"):
+        return RunState.FAILED, str(cache_clear["reason"])
+    if intent is RunState.SUCCEEDED:
+        return RunState.SUCCEEDED, reason
+    if intent is not None:
+        return intent, f"{reason} ({what})"
+    if code == 0:
+        return RunState.SUCCEEDED, None
+    return (RunState.FAILED if code > 0 else RunState.KILLED), what
+
+
 class Untrusted(Exception):
     """A registry this user did not sign on this host (see `trust`): watch it, never run its plan."""
 
@@ -109,7 +131,7 @@ class Scheduler:
     """Owns a campaign's runs (see module docstring); one per LOGDIR, guarded by a lock."""
 
     def __init__(self, logdir: Path, data: registry.Registry, lock_fd: int, *,
-                 target_reached: Callable[[str], bool] | None = None, gpus: tuple[int, ...] | None = None,
+                 target_reached: Callable[[str, int], bool] | None = None, gpus: tuple[int, ...] | None = None,
                  backend: Backend | None = None) -> None:
         self.logdir = Path(logdir).resolve()  # runs get absolute paths whatever their cwd
         self.data = data
@@ -143,7 +165,7 @@ class Scheduler:
 
     # ---- construction ------------------------------------------------------------
     @classmethod
-    def create(cls, campaign: Campaign, logdir: Path, *, target_reached: Callable[[str], bool] | None = None,
+    def create(cls, campaign: Campaign, logdir: Path, *, target_reached: Callable[[str, int], bool] | None = None,
                gpus: tuple[int, ...] | None = None) -> Scheduler:
         """A new LOGDIR for `campaign`; fails if the folder already holds a campaign."""
         backend = make_backend(campaign.backend)  # BackendError (e.g. no sbatch) before anything is created
@@ -163,7 +185,7 @@ class Scheduler:
         return made
 
     @classmethod
-    def take_over(cls, logdir: Path, *, target_reached: Callable[[str], bool] | None = None,
+    def take_over(cls, logdir: Path, *, target_reached: Callable[[str, int], bool] | None = None,
                   gpus: tuple[int, ...] | None = None, confirm: str | None = None) -> Scheduler | None:
         """Own an existing campaign whose scheduler is gone; None if it is still alive.
 
@@ -319,7 +341,7 @@ class Scheduler:
         except (UnsafePath, OSError) as exc:
             self._set(run, run.state, f"cannot restart: {exc}")
             return
-        earlier = {"attempt": run.attempt, "state": str(run.state), "exit_code": run.exit_code,
+        earlier = {"attempt": run.attempt, "state": str(run.state), "exit_code": run.exit_code, "reason": run.reason,
                    "started_at": run.started_at, "ended_at": run.ended_at,
                    **{k: v for k, v in (run.proc.facts() if run.proc else {}).items() if k != "descendants"}}
         run.record.attempts.append(earlier)
@@ -358,6 +380,12 @@ class Scheduler:
 
         self._telemetry = TelemetryThread(default_sampler(), interval=interval, runs=lambda: self._live)
         self._telemetry.start()
+
+    @property
+    def telemetry(self) -> Any:
+        """The recording TelemetryThread (None until `record_telemetry`): a live view subscribes to its samples
+        instead of sampling the devices a second time."""
+        return self._telemetry
 
     def poll(self) -> None:
         for req in take_requests(self.logdir):
@@ -432,7 +460,7 @@ class Scheduler:
         if spec.timeout is not None and elapsed > spec.timeout:
             self.stop(spec.run_id, intent=RunState.TIMEOUT, reason=f"timeout after {spec.timeout:g}s")
             return
-        if spec.exit_at_target and self.target_reached is not None and self.target_reached(spec.run_id):
+        if spec.exit_at_target and self.target_reached is not None and self.target_reached(spec.run_id, run.attempt):
             run.target_seen_at = run.target_seen_at or now
             if now - run.target_seen_at >= AT_TARGET_GRACE:
                 self.stop(spec.run_id, intent=RunState.SUCCEEDED, reason="target reached; stopped by perfwatch")
@@ -452,24 +480,9 @@ class Scheduler:
         assert run.proc is not None
         run.proc.cleanup()  # nothing of the run left behind (local: its group and escapees; Slurm: the job)
         run.exit_code, run.ended_at, run.kill_at = (None if run.proc.unknown else code), now, None
-        what = launch.describe_exit(code)
         clear = (run.proc.exit_record or {}).get("cache_clear")
         run.record.cache_clear = clear if isinstance(clear, dict) else None  # this attempt's cache clear: argv, exit status, times
-        reason: str | None
-        if run.proc.unknown:
-            what = "exit status unknown: no exit.json (it could not be written, or its supervisor was killed)"
-        if run.proc.unknown and run.intent is None:
-            state, reason = RunState.UNKNOWN, what
-        elif run.intent is None and isinstance(clear, dict) and clear.get("reason"):
-            state, reason = RunState.FAILED, str(clear["reason"])
-        elif run.intent is RunState.SUCCEEDED:
-            state, reason = RunState.SUCCEEDED, run.reason
-        elif run.intent is not None:
-            state, reason = run.intent, f"{run.reason} ({what})"
-        elif code == 0:
-            state, reason = RunState.SUCCEEDED, None
-        else:
-            state, reason = (RunState.FAILED if code > 0 else RunState.KILLED), what
+        state, reason = exit_state(code, unknown=run.proc.unknown, intent=run.intent, reason=run.reason, cache_clear=clear)
         if run.stalled and state is not RunState.SUCCEEDED:
             reason = f"{reason}; had no output for {run.spec.stall_after:g}s"
         run.slot = None

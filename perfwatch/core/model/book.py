@@ -187,6 +187,19 @@ class RunBook(msgspec.Struct):
     def views(self) -> list[RunView]:
         return [self.runs[rid].view() for rid in self._order]
 
+    def new_attempt(self, run_id: str) -> bool:
+        """The run was restarted: its view begins empty (the earlier attempt's files were moved aside, and
+        nothing of them may count for the new attempt). True if the run was known."""
+        run = self.runs.get(run_id)
+        tail = self.tails.get(run_id)
+        if tail is not None:
+            tail.clear()
+            self._tail_text.pop(run_id, None)
+        if run is None:
+            return False
+        run.reset()
+        return True
+
     def finish(self, run_id: str) -> None:
         """The run's process has ended: its log is complete."""
         run = self.runs.get(run_id)
@@ -286,12 +299,13 @@ def _read_into(fh: BinaryIO, buf: bytearray, size: int) -> int:
     return n
 
 
-def load(root: Path | str, *, ruleset: str | None = None, stand_ins: Mapping[str, StandsFor] | None = None) -> RunBook:
+def load(root: Path | str, *, ruleset: str | None = None, stand_ins: Mapping[str, StandsFor] | None = None,
+         targets: Mapping[str, Target] | None = None) -> RunBook:
     """Read every log under `root` once (headless report/compare/package: no log tails kept);
-    `stand_ins`: a campaign's `mlperf:` per run."""
+    `stand_ins`, `targets`: a campaign's `mlperf:` and target per run (as the live view's book has them)."""
     root = Path(os.path.abspath(root))  # one spelling for the root and every path found under it
     book = RunBook(root.parent if root.is_file() else root, ruleset=ruleset, stand_ins=stand_ins or {},
-                   keep_tails=False)
+                   targets=targets or {}, keep_tails=False)
     buffer = bytearray()  # one read buffer for every file: its memory is faulted in once
     for path in discover(root):
         try:

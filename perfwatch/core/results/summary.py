@@ -1,7 +1,9 @@
 """`perfwatch report`: per-run results and per-benchmark olympic scores, rendered four ways.
 
 The JSON form is the stable one (documented in docs/report.md); table, markdown and csv
-are renderings of the same rows.
+are renderings of the same rows. In a perfwatch LOGDIR every run of its perfwatch.json is a row,
+those that never logged a record too (queued, crashed at start-up, never started), with the state
+the live view shows (core/model/status.py), read without taking the campaign over.
 """
 
 from __future__ import annotations
@@ -9,9 +11,10 @@ from __future__ import annotations
 import io
 import math
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -26,17 +29,103 @@ from perfwatch.core.mlperf.scores import (
 )
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import RunView
+from perfwatch.core.model.status import Counts, RunStatus, count, judge
+
+if TYPE_CHECKING:
+    from perfwatch.core.control.states import RunState
+    from perfwatch.core.mlperf.rulesets import StandsFor
+    from perfwatch.core.mlperf.targets import Target
+    from perfwatch.core.model.attempts import Attempt
 
 
-def status_of(view: RunView) -> str:
-    """One word a user reads: success / aborted / running / no run_stop ..."""
-    if view.run_status is not None:
-        return view.run_status
-    if view.phase in ("running", "eval"):
-        return "running"
-    if view.phase == "init":
-        return "initializing"
-    return "no run_start" if view.run_start_ms is None else "no run_stop"
+@dataclass(frozen=True)
+class RecordedRun:
+    """A run of a perfwatch LOGDIR as its perfwatch.json (and, for a run that ended while no scheduler
+    watched, its exit.json) tells it: the process facts `judge` reads, as the live view has them."""
+
+    run_id: str
+    state: RunState
+    exit_code: int | None
+    reason: str | None
+    stalled: bool
+    attempt: int
+    target: Target | None
+    earlier: tuple[Attempt, ...]
+
+
+def campaign_plan(root: Path) -> tuple[dict[str, StandsFor], dict[str, Target]]:
+    """A campaign LOGDIR's `mlperf:` per run (so its RCP verdict is judged as that benchmark) and target per
+    run (what the live view judges "reached" against), from perfwatch.json; empty for other folders."""
+    from perfwatch.core.layout import REGISTRY_FILE
+
+    if not (Path(root) / REGISTRY_FILE).is_file():
+        return {}, {}  # not a campaign's LOGDIR: nothing to import or read (report stays fast)
+    from perfwatch.core.control import registry
+
+    data = registry.read(Path(root))
+    return (data.stand_ins(), data.targets()) if data is not None else ({}, {})
+
+
+def recorded_runs(root: Path) -> dict[str, RecordedRun]:
+    """Every run planned in `root`/perfwatch.json, in plan order; {} for a folder that has none."""
+    from perfwatch.core.layout import REGISTRY_FILE
+
+    if not (root / REGISTRY_FILE).is_file():
+        return {}  # not a campaign's LOGDIR: nothing to import or read (report stays fast)
+    from perfwatch.core.control import process, registry
+    from perfwatch.core.control.paths import UnsafePath, run_folder
+    from perfwatch.core.control.scheduler import exit_state
+    from perfwatch.core.model.attempts import earlier_attempts
+
+    data = registry.read(root)
+    if data is None:
+        return {}
+    owner = data.scheduler
+    watched = owner is not None and _alive(owner.pid, owner.create_time)
+    out = {}
+    for rec in data.runs:
+        try:
+            folder = run_folder(root, rec.run_id)
+        except UnsafePath:
+            continue  # never read outside LOGDIR
+        state, code, reason = rec.state, rec.exit_code, rec.reason
+        if state.alive and not watched and not (rec.pid and _alive(rec.pid, rec.create_time)):
+            # it ended while no scheduler watched: what its exit record says, as a take-over would read it
+            ended = process.read_exit(folder)
+            code, unknown = _exit_code(ended)
+            state, reason = exit_state(code if code is not None else -9, unknown=code is None, intent=rec.intent,
+                                       reason=rec.reason, cache_clear=(ended or {}).get("cache_clear"))
+        out[rec.run_id] = RecordedRun(rec.run_id, state, code, reason, rec.stalled, rec.attempt, rec.target,
+                                      earlier_attempts(folder, rec.run_id, rec.attempts, rec.target))
+    return out
+
+
+def _exit_code(record: Mapping[str, Any] | None) -> tuple[int | None, bool]:
+    """(exit status, -SIG when signalled; None: the record says nothing) from an exit.json."""
+    import signal
+
+    if record is None:
+        return None, True
+    sig = record.get("signal")
+    if isinstance(sig, str) and sig in signal.Signals.__members__:
+        return -int(signal.Signals[sig]), False
+    code = record.get("exit_code")
+    return (code, False) if isinstance(code, int) and not isinstance(code, bool) else (None, True)
+
+
+def _alive(pid: int, create_time: float | None) -> bool:
+    import psutil
+
+    try:
+        proc = psutil.Process(pid)
+        return create_time is None or abs(proc.create_time() - create_time) < 1.0
+    except (psutil.Error, ValueError):
+        return False
+
+
+def status_of(view: RunView | None, recorded: RecordedRun | None = None) -> RunStatus:
+    """The run's state, reason and verdict by the one rule every front end uses (core/model/status.py)."""
+    return judge(view, recorded, recorded.target if recorded is not None else None)
 
 
 def group_of(view: RunView) -> str:
@@ -88,18 +177,21 @@ def group_ruleset(members: list[RunView]) -> tuple[str | None, str]:
     return rs, whys[0] if len(whys) == 1 else "; ".join(whys)
 
 
-def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]] | None = None) -> dict[str, Any]:
+def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]] | None = None,
+            recorded: RecordedRun | None = None) -> dict[str, Any]:
     try:
         rel = Path(view.path).relative_to(root).as_posix()
     except ValueError:
         rel = view.path
     ttt = view.time_to_train_ms
     stats = view.throughput_stats
+    status = status_of(view, recorded)
     row: dict[str, Any] = {
         "path": rel,
         "run_id": view.run_id,
         "benchmark": view.benchmark,
-        "status": status_of(view),
+        **_status_columns(status, recorded),
+        "run_stop_status": view.run_status,
         "target_reached": view.target_reached if view.target is not None else None,
         "converged": view.converged,
         "time_to_train_ms": ttt,
@@ -124,17 +216,46 @@ def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]
     return row
 
 
+def _status_columns(status: RunStatus, recorded: RecordedRun | None) -> dict[str, Any]:
+    return {
+        "status": status.word,  # the state word (core/model/status.py), as the live view shows it
+        "reason": status.reason or None,
+        "target_verdict": status.verdict.value,
+        "failed": status.failed,
+        "attempt": recorded.attempt if recorded is not None else None,
+        "earlier_attempts": [msgspec.to_builtins(a) for a in recorded.earlier] if recorded is not None else [],
+    }
+
+
+def planned_row(recorded: RecordedRun) -> dict[str, Any]:
+    """A run of perfwatch.json that logged nothing (queued, never started, crashed before its first record)."""
+    status = status_of(None, recorded)
+    return {"path": None, "run_id": recorded.run_id, "benchmark": None, **_status_columns(status, recorded),
+            "target": recorded.target.describe() if recorded.target else None}
+
+
 class Report(msgspec.Struct, frozen=True):
     runs: list[dict[str, Any]]
     benchmarks: list[dict[str, Any]]
+    counts: Counts | None = None  # every run's status added up (core/model/status.py)
 
     def as_dict(self) -> dict[str, Any]:
-        return {"runs": self.runs, "benchmarks": self.benchmarks}
+        out: dict[str, Any] = {"runs": self.runs, "benchmarks": self.benchmarks}
+        if self.counts is not None:
+            out["counts"] = {**msgspec.to_builtins(self.counts), "verdicts": self.counts.verdicts}
+        return out
 
 
-def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = None) -> Report:
+def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = None,
+          recorded: Mapping[str, RecordedRun] | None = None) -> Report:
+    """Rows for every run (`recorded`: a campaign's perfwatch.json runs, `recorded_runs`) and the scores."""
+    recorded = recorded or {}
     views = book.views()
-    rows = [run_row(v, book.root, extra) for v in views]
+    rows = [run_row(v, book.root, extra, recorded.get(v.run_id)) for v in views]
+    seen = {v.run_id for v in views}
+    rows += [planned_row(r) for rid, r in recorded.items() if rid not in seen]
+    statuses = [status_of(v, recorded.get(v.run_id)) for v in views]
+    statuses += [status_of(None, r) for rid, r in recorded.items() if rid not in seen]
     row_of_run = {r["run_id"]: r for r in rows}
     groups: dict[str, list[RunView]] = {}
     for v in views:
@@ -172,7 +293,7 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
         for v in members:  # the run-level forms (csv) say which scaling their folder's score carries
             row_of_run[v.run_id]["group"] = folder
             row_of_run[v.run_id]["scaling_factor"] = benches[-1]["scaling_factor"]
-    return Report(rows, benches)
+    return Report(rows, benches, count(statuses))
 
 
 def metrics_columns(*, measure_cpu_peak: bool = True,
@@ -212,8 +333,8 @@ def _fmt(value: Any, digits: int = 2) -> str:
 RUN_COLUMNS: list[tuple[str, str, int]] = [
     ("run_id", "run", 0),
     ("benchmark", "benchmark", 0),
-    ("status", "status", 0),
-    ("target_reached", "target", 0),
+    ("status", "state", 0),
+    ("target_verdict", "target", 0),
     ("time_to_train_min", "TTT min", 3),
     ("best_eval", "best eval", 4),
     ("throughput_mean", "samples/s", 1),
@@ -312,13 +433,28 @@ def render(report: Report, fmt: str) -> str:
             + "\n\n## Benchmarks\n\n" + _markdown(report.benchmarks, BENCH_COLUMNS)
             + "\n\n" + "\n".join(f"- {line}" for line in _notes(report))
         )
-    return "RUNS\n" + _table(report.runs, RUN_COLUMNS) + "\n\nBENCHMARKS (olympic time-to-train)\n" + _table(
+    return "RUNS\n" + _table(report.runs, RUN_COLUMNS) + "\n" + counts_line(report) + "\n\nBENCHMARKS (olympic time-to-train)\n" + _table(
         report.benchmarks, BENCH_COLUMNS
     ) + "\n" + "\n".join(_notes(report))
 
 
+def counts_line(report: Report) -> str:
+    """"5 runs: 3 done, 1 killed, 1 crashed; target: 2 reached, 3 no target; 2 failed" (the TUI's header counts)."""
+    c = report.counts
+    if c is None:
+        return ""
+    states = ", ".join(f"{n} {s}" for s, n in c.states.items())
+    verdicts = ", ".join(f"{n} {v}" for v, n in c.verdicts.items() if n)
+    return f"{c.runs} runs: {states}; target: {verdicts or 'none'}; {c.failed} failed"
+
+
+def reasons_lines(report: Report) -> list[str]:
+    """Why each run that is not simply done is in its state."""
+    return [f"{r['run_id']}: {r['status']}: {r['reason']}" for r in report.runs if r.get("reason")]
+
+
 def _notes(report: Report) -> list[str]:
-    return ruleset_lines(report) + peak_lines(report) + energy_lines(report) + time_lines(report)
+    return reasons_lines(report) + ruleset_lines(report) + peak_lines(report) + energy_lines(report) + time_lines(report)
 
 
 def energy_lines(report: Report) -> list[str]:

@@ -123,6 +123,7 @@ class TelemetryThread:
         self.sampler = sampler
         self.interval = float(interval)
         self.sink = sink
+        self.sinks: list[SinkFn] = []  # more readers of every sample (`subscribe`)
         self.runs = runs
         self._history: deque[Snapshot] = deque(maxlen=max(history, 1))
         self._lock = threading.Lock()
@@ -148,12 +149,16 @@ class TelemetryThread:
             self.ticks += 1
         for run_id, res in resources.items():
             self._write(snap, run_id, res)
-        if self.sink is not None:
+        for sink in ([self.sink] if self.sink is not None else []) + self.sinks:
             try:
-                self.sink(snap)
+                sink(snap)
             except Exception as exc:
                 self._error(f"sink failed: {exc!r}")
         return snap
+
+    def subscribe(self, sink: SinkFn) -> None:
+        """Also hand every sample to `sink` (on this thread): one sampler serves the recorder and a live view."""
+        self.sinks.append(sink)
 
     def _write(self, snap: Snapshot, run_id: str, res: RunResources) -> None:
         try:

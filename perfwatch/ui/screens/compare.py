@@ -18,7 +18,7 @@ from textual.widgets import DataTable, Footer, Static
 
 from perfwatch.core.engine import LiveEngine, LiveSnapshot
 from perfwatch.core.model.view import RunView
-from perfwatch.ui.format import energy_cell, eta_cell, fmt_duration, fmt_rate, fmt_value, status_of
+from perfwatch.ui.format import energy_cell, eta_cell, fmt_duration, fmt_rate, fmt_value
 from perfwatch.ui.widgets.plot import Plot, Series
 
 COLUMNS = ("run", "state", "ttt/elapsed", "avg samp/s", "eval/target", "best", "ETA")  # + energy-to-train
@@ -100,13 +100,14 @@ class CompareScreen(Screen[None]):
 
 
 def _cells(label: str, view: RunView | None, snap: LiveSnapshot, run_id: str) -> tuple[str, ...]:
-    _status, state = status_of(view, snap.procs.get(run_id))
+    status = snap.statuses.get(run_id)
+    state = status.word if status is not None else "–"
     if view is None:
         return (label, state, "–", "–", "–", "–", "–")
     ttt = view.time_to_train_ms
     time_cell = fmt_duration(ttt if ttt is not None else view.elapsed_ms)
-    stats = view.throughput_stats
+    figures = snap.figures.get(run_id)
     target = f"/{fmt_value(view.target.value)}" if view.target is not None else ""
-    return (label, state, time_cell, fmt_rate(stats.mean if stats.count else None),
+    return (label, state, time_cell, fmt_rate(figures.tp_avg if figures is not None else None),
             f"{fmt_value(view.last_eval)}{target}", fmt_value(view.best_eval),
             eta_cell(view, snap.etas.get(run_id)))

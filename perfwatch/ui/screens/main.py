@@ -20,12 +20,11 @@ from textual.widgets import Footer, Input, Static
 
 from perfwatch.core.control.controller import ProcInfo
 from perfwatch.core.engine import LiveEngine, LiveSnapshot, Update
-from perfwatch.core.measure.mfu import overrides_from_registry
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.groups import group_runs
 from perfwatch.core.results.summary import group_of
 from perfwatch.ui import actions
-from perfwatch.ui.format import header_text, make_row, mfu_for, status_of
+from perfwatch.ui.format import header_text, make_row
 from perfwatch.ui.messages import EngineUpdated
 from perfwatch.ui.screens.compare import CompareScreen
 from perfwatch.ui.screens.dialogs import ConfirmScreen
@@ -69,8 +68,6 @@ class MainScreen(Screen[None]):
         self.detail_interval = detail_interval
         self.minor_interval = minor_interval
         self.snapshot: LiveSnapshot | None = None
-        # what the campaign says about MFU (flops_per_sample, peak_flops), per run id
-        self._mfu_overrides = overrides_from_registry(engine.session.logdir) if engine.controller is not None else {}
         self._dirty: set[str] = set()
         self._devices_dirty = False
         self._detail_dirty = False
@@ -147,9 +144,10 @@ class MainScreen(Screen[None]):
         dirty, self._dirty = self._dirty, set()
         rows = []
         for rid in dirty:
-            view, proc = snap.views.get(rid), snap.procs.get(rid)
-            rows.append(make_row(rid, view, proc, mfu_for(view, proc, snap.devices, self._mfu_overrides.get(rid)),
-                                 snap.etas.get(rid), snap.energy.get(rid)))
+            status = snap.statuses.get(rid)
+            if status is not None:  # every number and state as the engine computed it
+                rows.append(make_row(rid, snap.views.get(rid), status, snap.figures.get(rid), snap.etas.get(rid),
+                                     snap.energy.get(rid)))
         # rows where only rates/times moved are repainted at most every minor_interval (less jitter)
         later = self.query_one(RunsTable).update_rows(rows, time.monotonic(), self.minor_interval - 0.1)
         self._mark(later)
@@ -172,8 +170,6 @@ class MainScreen(Screen[None]):
             self._dirty |= set(snap.run_ids())
         if update.devices:
             self._devices_dirty = True
-            if _gpu_names(old) != _gpu_names(snap):
-                self._dirty |= set(snap.run_ids())  # the GPUs (so the peaks) changed: recompute MFU cells
         if self._selected in update.changed or update.selected:
             self._detail_dirty = True
         for err in update.errors:
@@ -191,10 +187,9 @@ class MainScreen(Screen[None]):
     def _paint_header(self) -> None:
         snap = self.snapshot
         if snap is None:
-            text = header_text(self.engine.session.title, self.engine.session.host, ())
+            text = header_text(self.engine.session.title, self.engine.session.host, None)
         else:
-            statuses = (status_of(snap.views.get(r), snap.procs.get(r))[0] for r in snap.run_ids())
-            text = header_text(snap.title, snap.host, statuses)
+            text = header_text(snap.title, snap.host, snap.counts)
         if text != self._header:
             self._header = text
             self.query_one("#header-bar", Static).update(text, layout=False)
@@ -213,7 +208,9 @@ class MainScreen(Screen[None]):
         tail = sel.tail if sel is not None else ()
         energy = snap.energy.get(rid) if snap is not None and rid is not None else None
         key = (rid, view.version if view else None, proc, len(tail), tail[-1] if tail else None,
-               id(sel.telemetry) if sel is not None else None, energy)
+               id(sel.telemetry) if sel is not None else None, energy,
+               snap.statuses.get(rid) if snap is not None and rid is not None else None,
+               snap.attempts.get(rid) if snap is not None and rid is not None else None)
         if key == self._shown:
             return
         self._shown = key
@@ -222,7 +219,11 @@ class MainScreen(Screen[None]):
         if view is not None and view.compliance_ok is not None and not findings:
             findings = ["compliance: all MLPerf rules pass so far"]
         eta = snap.etas.get(rid) if snap is not None and rid is not None else None
-        self.query_one(DetailPane).show(view, tail, proc, findings=findings, eta=eta, energy=energy)
+        status = snap.statuses.get(rid) if snap is not None and rid is not None else None
+        attempts = snap.attempts.get(rid, ()) if snap is not None and rid is not None else ()
+        figures = snap.figures.get(rid) if snap is not None and rid is not None else None
+        self.query_one(DetailPane).show(view, tail, proc, findings=findings, eta=eta, energy=energy, status=status,
+                                        attempts=attempts, figures=figures)
         if sel is not None:
             self.query_one(RunTelemetry).show(sel.telemetry)
 
@@ -331,7 +332,3 @@ class MainScreen(Screen[None]):
         box.display = bool(box.value)
         self.query_one(RunsTable).focus()
 
-
-def _gpu_names(snap: LiveSnapshot | None) -> tuple[str | None, ...]:
-    gpu = snap.devices.gpu if snap is not None and snap.devices is not None else None
-    return tuple(g.name for g in gpu.gpus) if gpu is not None else ()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from rich.segment import Segment
 from rich.text import Text
@@ -16,9 +17,14 @@ from perfwatch.core.control.controller import ProcInfo
 from perfwatch.core.measure.energy import RunEnergy
 from perfwatch.core.measure.eta import Eta
 from perfwatch.core.measure.eta import progress as run_progress
+from perfwatch.core.model.attempts import Attempt
 from perfwatch.core.model.run import RunView
+from perfwatch.core.model.status import RunStatus, judge
 from perfwatch.text.escape import scrub
-from perfwatch.ui.format import energy_text, fmt_duration, fmt_eta, fmt_rate, fmt_value, status_of
+from perfwatch.ui.format import energy_text, fmt_duration, fmt_eta, fmt_mfu, fmt_rate, fmt_value
+
+if TYPE_CHECKING:
+    from perfwatch.core.engine import RunFigures
 from perfwatch.ui.widgets.plot import Plot
 from perfwatch.ui.widgets.run_telemetry import RunTelemetry
 
@@ -88,17 +94,22 @@ class LogTail(Widget):
 
 
 def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence[str] = (),
-                 eta: Eta | None = None, energy: RunEnergy | None = None) -> Text:
-    """Facts about one run, a few short lines."""
+                 eta: Eta | None = None, energy: RunEnergy | None = None, status: RunStatus | None = None,
+                 attempts: Sequence[Attempt] = (), figures: RunFigures | None = None) -> Text:
+    """Facts about one run, a few short lines: `status`, `figures` and `attempts` as the engine computed them."""
     t = Text(no_wrap=True, overflow="ellipsis")
     if view is None and proc is None:
         t.append("no run selected")
         return t
     run_id = view.run_id if view is not None else proc.run_id if proc is not None else "?"
-    status, label = status_of(view, proc)
+    if status is None:  # a caller without an engine snapshot: the same core rule
+        status = judge(view, proc)
     t.append(run_id, "bold")
     t.append("   state ")
-    t.append(label, "bold")
+    t.append(status.word, "bold")
+    if status.reason:
+        t.append(f" ({status.reason})")
+    t.append(f"   target {status.verdict.value}")
     if view is not None:
         bits = [view.benchmark, view.org, view.platform, view.division]
         if view.stands_for is not None:  # the campaign's `mlperf:`: what RCP and the target judge it as
@@ -106,14 +117,21 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
         t.append("   " + " · ".join(b for b in bits if b))
         t.append("\n")
         ttt = view.time_to_train_ms
-        t.append(f"time-to-train {fmt_duration(ttt)}" if ttt is not None else f"elapsed {fmt_duration(view.elapsed_ms)}")
+        if ttt is not None and view.run_status == "success":
+            t.append(f"time-to-train {fmt_duration(ttt)}")
+        elif ttt is not None:  # run_stop says it did not finish: MLPerf gives it no time-to-train
+            t.append(f"ran {fmt_duration(ttt)} (run_stop {view.run_status or 'without status'})")
+        else:
+            t.append(f"elapsed {fmt_duration(view.elapsed_ms)}")
         if view.epoch is not None:
             t.append(f"  epoch {view.epoch:g}")
         if view.samples is not None:
             t.append(f"  samples {fmt_rate(view.samples)}")
         st = view.throughput_stats
-        if st.count:
-            t.append(f"  samp/s {fmt_rate(view.last_throughput)} (avg {fmt_rate(st.mean)}, n={st.count})")
+        if st.count and figures is not None:
+            t.append(f"  samp/s {fmt_rate(figures.tp_now)} (avg {fmt_rate(figures.tp_avg)}, n={st.count})")
+            if figures.mfu is not None and figures.mfu.value is not None:
+                t.append(f"  MFU {fmt_mfu(figures.mfu.value)}")
         t.append("\n")
         if view.target is not None:
             mark = " reached" if view.target_reached else ""
@@ -135,14 +153,24 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
         if proc.devices:  # the GPUs the scheduler gave it (NVML indices = its CUDA_VISIBLE_DEVICES)
             t.append(f"  gpu {','.join(map(str, proc.devices))}")
         t.append(f"  {energy_text(energy) or 'energy –'}")  # GPU energy (none for a CPU run)
-        if proc.reason:
-            t.append(f"  {proc.reason}")
     elif energy is not None:
         t.append("\n" + energy_text(energy))
+    if attempts:  # a restarted run: what each earlier attempt ended as
+        t.append("\nearlier: " + "  ".join(attempt_text(a) for a in attempts))
     for finding in findings[:3]:
         t.append("\n" + finding)
     t.plain = scrub(t.plain)  # run ids, reasons, findings come from files: no control sequence reaches the terminal
     return t
+
+
+def attempt_text(a: Attempt) -> str:
+    """"#1 stopped, eval 0.91 (reached), 1:02" for the detail pane's list of earlier attempts."""
+    bits = [f"#{a.attempt} {a.state}"]
+    if a.last_eval is not None:
+        bits.append(f"eval {fmt_value(a.last_eval)} ({a.verdict})")
+    if a.time_ms is not None:
+        bits.append(fmt_duration(a.time_ms))
+    return ", ".join(bits)
 
 
 def progress_text(view: RunView, eta: Eta | None) -> str:
@@ -175,7 +203,7 @@ class DetailPane(Vertical):
 
     DEFAULT_CSS = """
     DetailPane { border-top: solid $panel; }
-    DetailPane #detail-summary { height: 5; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    DetailPane #detail-summary { height: auto; max-height: 7; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     DetailPane #detail-plots { height: 1fr; min-height: 4; max-height: 14; }
     DetailPane.log-only #detail-plots { display: none; }
     """
@@ -198,8 +226,11 @@ class DetailPane(Vertical):
         findings: Sequence[str] = (),
         eta: Eta | None = None,
         energy: RunEnergy | None = None,
+        status: RunStatus | None = None,
+        attempts: Sequence[Attempt] = (),
+        figures: RunFigures | None = None,
     ) -> None:
-        summary = summary_text(view, proc, findings, eta, energy)
+        summary = summary_text(view, proc, findings, eta, energy, status, attempts, figures)
         if summary != self._summary:  # same text: no repaint
             self._summary = summary
             self.query_one("#detail-summary", Static).update(summary, layout=False)
@@ -213,6 +244,7 @@ class DetailPane(Vertical):
             target = view.target.value if view.target is not None else None
             note = fmt_value(view.last_eval) if view.last_eval is not None else ""
             eval_plot.set_data(evals, target, note=note, start_ms=view.run_start_ms)
-            tp_plot.set_data(view.throughput, note=fmt_rate(view.last_throughput), start_ms=view.run_start_ms)
+            now = figures.tp_now if figures is not None else None
+            tp_plot.set_data(view.throughput, note=fmt_rate(now), start_ms=view.run_start_ms)
         bad = frozenset(b.text for b in view.bad_lines) if view is not None else frozenset()
         self.query_one("#detail-log", LogTail).show(tail, bad)
