@@ -149,9 +149,9 @@ def test_a_bad_peak_flops_is_a_file_line_error(tmp_path: Path, value: str, messa
 
 
 def test_the_live_view_shows_the_mfu_report_gives(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from perfwatch.core.engine import run_figures
     from perfwatch.core.measure.mfu import Overrides
     from perfwatch.core.model import book
-    from perfwatch.core.engine import run_figures
 
     run = tmp_path / "bert.r0"
     run.mkdir()

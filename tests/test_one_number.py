@@ -26,30 +26,61 @@ def _cli(*args: str) -> str:
     return out.stdout
 
 
-async def test_tui_headless_and_report_agree(mlperf_logs):
-    report = {r["run_id"]: r for r in json.loads(_cli("report", str(mlperf_logs), "--format", "json"))["runs"]}
+async def test_tui_headless_report_and_metrics_agree(mlperf_logs):
+    """Every bundled run: the same state, target verdict, time-to-train, throughput now and on average,
+    and the same counts in the TUI, `--headless`, `report` and the metrics endpoint."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    rep = json.loads(_cli("report", str(mlperf_logs), "--format", "json"))
+    report = {r["run_id"]: r for r in rep["runs"]}
     headless = {}
-    for line in _cli("attach", str(mlperf_logs), "--once").splitlines():
-        m = re.search(r"\]\s+(\S+)\s.*?(?:time-to-train ([\d.]+) min)?\s*(?:avg ([\d.]+) samples/s)?$", line)
+    pattern = (r"\]\s+(\S+)\s+(\S+)\s+(reached|not reached|no target)\s.*?(?:(?:time-to-train|ran) ([\d.]+) min)?"
+               r"\s*(?:now ([\d.]+) samples/s)?\s*(?:avg ([\d.]+) samples/s)?$")
+    once = _cli("attach", str(mlperf_logs), "--once")
+    for line in once.splitlines():
+        m = re.search(pattern, line)
         if m and m.group(1) in report:
-            headless[m.group(1)] = (m.group(2), m.group(3))
+            headless[m.group(1)] = m.groups()[1:]
     assert len(report) == len(headless) == 35
+    counts = rep["counts"]
+    assert counts["runs"] == 35 and counts["failed"] == 1 and counts["no_target"] == 20  # the aborted Krai run
+    assert (f"{counts['states']['done']} done, 1 aborted; target: {counts['reached']} reached, 1 not reached, "
+            f"20 no target; 1 failed") in once
 
     app = attach_app(mlperf_logs, theme="dark")
     async with app.run_test(size=(160, 50)) as pilot:
         await until(pilot, lambda: len(table(app).visible_ids) == 35, "35 runs")
         await until(pilot, lambda: app.main.settled, "every row painted")
         rows = table(app)._rows
-        for rid, r in report.items():
-            ttt_min, avg = headless[rid]
-            cells = rows[rid].cells
-            if r["time_to_train_ms"] is not None:
-                assert float(ttt_min) == pytest.approx(r["time_to_train_min"], abs=1e-4)  # printed with 4 decimals
-                assert cells["time"].split()[0] == fmt_duration(r["time_to_train_ms"])
-            if r["throughput_mean"] is not None:
-                assert float(avg) == pytest.approx(r["throughput_mean"], abs=1e-2)  # printed with 2 decimals
-                assert cells["tp_avg"] == fmt_rate(r["throughput_mean"])
-            assert r["energy_to_train_kj"] is None and cells["energy"] == "–"  # no telemetry in MLPerf results
+        header = str(app.main.query_one("#header-bar").render())
+        metrics = {f.name: f for f in text_string_to_metric_families(_metrics_text(app.session))}
+    assert (f"35 runs  {counts['states']['done']} done  1 aborted  target: {counts['reached']} reached, "
+            f"1 not reached, 20 no target  1 failed") in header
+
+    def metric(name: str, rid: str) -> float | None:
+        return next((s.value for s in metrics[name].samples if s.labels["run"] == rid), None)
+
+    states = {s.labels["run"]: s.labels["state"] for s in metrics["perfwatch_run_info"].samples}
+    for rid, r in report.items():
+        word, verdict, ttt_min, now, avg = headless[rid]
+        cells = rows[rid].cells
+        assert r["status"] == word == cells["state"].split()[-1] == states[rid], rid
+        assert r["target_verdict"] == verdict, rid
+        if r["time_to_train_ms"] is not None:
+            assert float(ttt_min) == pytest.approx(r["time_to_train_min"], abs=1e-4)  # printed with 4 decimals
+            assert cells["time"].split()[0] == fmt_duration(r["time_to_train_ms"])
+            assert metric("perfwatch_run_time_to_train_seconds", rid) == pytest.approx(r["time_to_train_ms"] / 1000)
+        if r["throughput_mean"] is not None:
+            assert float(avg) == pytest.approx(r["throughput_mean"], abs=1e-2)  # printed with 2 decimals
+            assert cells["tp_avg"] == fmt_rate(r["throughput_mean"])
+            assert metric("perfwatch_run_samples_per_second_mean", rid) == pytest.approx(r["throughput_mean"])
+        if r["samples_per_s_window"] is not None:  # "now": the rolling window, the rate MFU is computed from
+            assert float(now) == pytest.approx(r["samples_per_s_window"], abs=1e-2)
+            assert cells["tp_now"] == fmt_rate(r["samples_per_s_window"])
+            assert metric("perfwatch_run_samples_per_second", rid) == pytest.approx(r["samples_per_s_window"])
+        assert r["mfu"] is None and cells["mfu"] == "–"  # these logs name no FLOPs: no MFU anywhere
+        assert r["energy_to_train_kj"] is None and cells["energy"] == "–"  # no telemetry in MLPerf results
+        assert cells["eta"] == "–" and metric("perfwatch_run_eta_seconds", rid) is None  # every run has ended
 
 
 async def test_energy_to_train_is_one_number_in_the_tui_headless_and_report(tmp_path):
@@ -75,3 +106,169 @@ async def test_energy_to_train_is_one_number_in_the_tui_headless_and_report(tmp_
         assert headless[rid] == (pytest.approx(kj, abs=5e-4), how)  # printed with 3 decimals
         assert cells[rid] == cell
     assert report["cpu.r0"]["energy_to_train_kj"] is None and "cpu.r0" not in headless and cells["cpu.r0"] == "–"
+
+
+# ---- states and counts: a real campaign whose runs end every way a run can end -------------------------
+FAKE = "tests/workloads_fake/fake.py"
+TARGET = "target: {key: eval_accuracy, value: 0.9, higher_is_better: true}"
+CAMPAIGN = f"""
+name: truth
+scheduler: {{max_parallel: 5}}
+defaults: {{repeat: 1, grace: 2s, exit_at_target: false}}
+jobs:
+  - name: reach
+    {TARGET}
+    cmd: [python, {FAKE}, --mode, no_stop, --epochs, "3", --step, "0.05"]
+  - name: hang
+    {TARGET}
+    cmd: [python, {FAKE}, --mode, hang, --epochs, "5", --step, "0.05"]
+  - name: crash
+    {TARGET}
+    cmd: [python, {FAKE}, --mode, crash, --epochs, "5", --step, "0.05"]
+  - name: early
+    {TARGET}
+    cmd: [python, -c, "import sys; sys.exit(2)"]
+  - name: plain
+    cmd: [python, {FAKE}, --mode, ok, --epochs, "3", --step, "0.05"]
+  - name: later
+    cmd: [python, {FAKE}, --mode, ok, --epochs, "3", --step, "0.05"]
+"""
+# what each run must be shown as, from what this test does to it (not from perfwatch's code):
+# (state word, reason contains, target verdict, failed)
+EXPECTED = {
+    "reach.r0": ("stopped", "stopped by user", "reached", False),  # stopped after its target was reached
+    "hang.r0": ("killed", "killed by user", "not reached", True),
+    "crash.r0": ("crashed", "crashed with exit 3", "not reached", True),
+    "early.r0": ("crashed", "crashed with exit 2", "not reached", True),  # exit 2 before a single record
+    "plain.r0": ("done", "", "no target", False),
+    "later.r0": ("stopped", "cancelled before it started", "no target", True),  # stopped while queued
+}
+COUNTS = {"runs": 6, "states": {"done": 1, "stopped": 2, "killed": 1, "crashed": 2},
+          "reached": 1, "not_reached": 3, "no_target": 2, "failed": 4}
+
+
+def _metrics_text(session) -> str:
+    from prometheus_client import generate_latest
+    from prometheus_client.registry import CollectorRegistry
+
+    from perfwatch.exporters.metrics import PerfwatchCollector
+    from perfwatch.exporters.source import SessionSource
+
+    reg = CollectorRegistry()
+    reg.register(PerfwatchCollector(SessionSource(session)))
+    return generate_latest(reg).decode()
+
+
+async def test_every_front_end_shows_the_same_states_and_counts_as_the_tui(tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+    from test_launch_helpers import ROOT, campaign_file, kill_groups
+
+    from perfwatch.core.control.campaign import load_campaign
+    from perfwatch.core.engine import launch_session
+    from perfwatch.ui.app import PerfwatchApp
+    from perfwatch.ui.widgets.detail import DetailPane
+
+    logdir = (tmp_path / "logdir").resolve()
+    session = launch_session(load_campaign(campaign_file(tmp_path, CAMPAIGN), base=ROOT), logdir)
+    ctl = session.controller
+    assert ctl is not None
+    ctl.stop("later.r0")  # still queued: cancelled before it ever starts
+    app = PerfwatchApp(session, theme="dark", control_interval=0.1)
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            def state(rid: str) -> str | None:
+                snap = app.engine.snapshot
+                status = snap.statuses.get(rid) if snap is not None else None
+                return status.word if status is not None else None
+
+            def reached(rid: str) -> bool:
+                snap = app.engine.snapshot
+                view = snap.views.get(rid) if snap is not None else None
+                return view is not None and view.target_reached
+
+            def evals(rid: str) -> int:
+                snap = app.engine.snapshot
+                view = snap.views.get(rid) if snap is not None else None
+                return len(view.evals) if view is not None else 0
+
+            await until(pilot, lambda: reached("reach.r0") and evals("hang.r0") >= 2, "reach.r0 at its target, "
+                        "hang.r0 hanging", steps=2400)
+            assert app.engine.act("stop", "reach.r0") and app.engine.act("kill", "hang.r0")
+            await until(pilot, lambda: all(state(r) == e[0] for r, e in EXPECTED.items()), "every run ended",
+                        steps=2400)
+            await until(pilot, lambda: app.main.settled and all(
+                rid in table(app)._rows and table(app)._rows[rid].cells["state"].split()[-1] == e[0]
+                for rid, e in EXPECTED.items()), "every row painted")
+            snap = app.engine.snapshot
+            rows = {rid: row.cells for rid, row in table(app)._rows.items()}
+            header = str(app.main.query_one("#header-bar").render())
+            details = {}
+            for rid in EXPECTED:
+                table(app).select(rid)
+                await until(pilot, lambda rid=rid: rid in str(app.main.query_one(DetailPane).query_one(
+                    "#detail-summary").render()), f"{rid}'s detail")
+                details[rid] = str(app.main.query_one(DetailPane).query_one("#detail-summary").render())
+            metrics = _metrics_text(session)
+    finally:
+        ctl.close(stop_runs=True)
+        kill_groups({i.pgid for i in ctl.procs().values() if i.pgid})
+
+    # the engine's one judgement is what this test caused
+    for rid, (word, why, verdict, failed) in EXPECTED.items():
+        status = snap.statuses[rid]
+        assert (status.word, status.verdict.value, status.failed) == (word, verdict, failed), (rid, status)
+        assert why in status.reason, (rid, status.reason)
+        # the TUI: the state cell, no ETA for an ended run, the detail's state, reason and verdict
+        assert rows[rid]["state"].split()[-1] == word and rows[rid]["eta"] == "–", (rid, rows[rid])
+        assert f"state {word}" in details[rid] and why in details[rid] and f"target {verdict}" in details[rid]
+    assert rows["reach.r0"]["state"] == "✓ stopped" and rows["hang.r0"]["state"] == "✗ killed"
+    c = snap.counts
+    assert {"runs": c.runs, "states": c.states, "reached": c.reached, "not_reached": c.not_reached,
+            "no_target": c.no_target, "failed": c.failed} == COUNTS
+    for text in ("6 runs", "1 done", "2 stopped", "1 killed", "2 crashed",
+                 "target: 1 reached, 3 not reached, 2 no target", "4 failed"):
+        assert text in header, header
+
+    # the metrics endpoint, read by prometheus_client's own parser
+    fams = {f.name: f for f in text_string_to_metric_families(metrics)}
+    info = {s.labels["run"]: s.labels["state"] for s in fams["perfwatch_run_info"].samples}
+    assert info == {rid: e[0] for rid, e in EXPECTED.items()}
+    assert {s.labels["state"]: s.value for s in fams["perfwatch_campaign_runs"].samples} == COUNTS["states"]
+    assert {s.labels["verdict"]: s.value for s in fams["perfwatch_campaign_runs_target"].samples} == {
+        "reached": 1, "not reached": 3, "no target": 2}
+    assert [s.value for s in fams["perfwatch_campaign_runs_failed"].samples] == [4]
+    assert not fams["perfwatch_run_eta_seconds"].samples  # no ended run has an ETA
+
+    # report (json, table, html): every run, the live view's state and why, read from the LOGDIR afterwards
+    rep = json.loads(_cli("report", str(logdir), "--format", "json"))
+    runs = {r["run_id"]: r for r in rep["runs"]}
+    assert set(runs) == set(EXPECTED)  # the run that logged nothing and the cancelled one too
+    for rid, (word, _why, verdict, failed) in EXPECTED.items():
+        r = runs[rid]
+        assert (r["status"], r["target_verdict"], r["failed"]) == (word, verdict, failed), r
+        assert (r["reason"] or "") == snap.statuses[rid].reason
+    counts = rep["counts"]
+    assert {k: counts[k] for k in COUNTS} == COUNTS
+    table_text = _cli("report", str(logdir))
+    assert "6 runs: 1 done, 2 stopped, 1 killed, 2 crashed; target: 1 reached, 3 not reached, 2 no target; " \
+           "4 failed" in table_text
+    for rid, (word, *_rest) in EXPECTED.items():
+        line = next(ln for ln in table_text.splitlines() if ln.startswith(rid + " "))
+        assert line.split()[2] == word, line
+    from test_report_html import Page
+
+    page = Page()
+    page.feed(_cli("report", str(logdir), "--format", "html"))
+    head, *body = page.tables["runs"]
+    col = head.index("state")
+    assert {r[0]: r[col] for r in body} == {rid: e[0] for rid, e in EXPECTED.items()}
+
+    # headless: the campaign's final table (attach takes the finished campaign over and lists it)
+    out = subprocess.run([sys.executable, "-m", "perfwatch", "attach", str(logdir), "--headless"],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stdout + out.stderr  # runs failed
+    for rid, (word, _why, verdict, _failed) in EXPECTED.items():
+        line = next(ln for ln in out.stdout.splitlines() if ln.startswith(rid + " "))
+        assert line.split()[1] == word and f" {verdict} " in line, line
+    assert "1 done, 2 stopped, 1 killed, 2 crashed; target: 1 reached, 3 not reached, 2 no target; 4 failed" \
+        in out.stdout

@@ -45,11 +45,11 @@ def test_short_durations_keep_tenths_of_a_second() -> None:
 
 def test_cpu_run_mfu_uses_the_measured_host_peak(tmp_path, monkeypatch) -> None:
     """A CPU run's MFU cell is computed against the matmul peak measured earlier for its thread count."""
+    from perfwatch.core.engine import run_figures
     from perfwatch.core.ingest.mllog import Event
     from perfwatch.core.measure import peaks as flops
     from perfwatch.core.measure.mfu import forget_cached_cpu_peaks
     from perfwatch.core.model.run import Run
-    from perfwatch.core.engine import run_figures
 
     monkeypatch.setattr(flops, "cache_dir", lambda: tmp_path)
     forget_cached_cpu_peaks()

@@ -15,7 +15,7 @@ from typing import Any
 
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.view import RunView
-from perfwatch.core.results.summary import BENCH_COLUMNS, RUN_COLUMNS, Report, cells
+from perfwatch.core.results.summary import BENCH_COLUMNS, RUN_COLUMNS, Report, cells, counts_line
 from perfwatch.core.telemetry.jsonl import read_telemetry
 from perfwatch.exporters import svg
 from perfwatch.exporters.svg import esc
@@ -160,8 +160,9 @@ def render(report: Report, book: RunBook, *, title: str | None = None, now: floa
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{esc(heading)}</title><style>{_STYLE}</style></head><body>",
         f"<h1>{esc(heading)}</h1>",
-        f'<p class="meta">{len(views)} runs, {len(report.benchmarks)} benchmark groups · generated {esc(stamp)} '
+        f'<p class="meta">{len(report.runs)} runs, {len(report.benchmarks)} benchmark groups · generated {esc(stamp)} '
         "by perfwatch report --format html</p>",
+        f'<p class="counts">{esc(counts_line(report))}</p>' if report.counts is not None else "",
         "<h2>Benchmarks (olympic time-to-train)</h2>",
         _table(report.benchmarks, BENCH_COLUMNS, "benchmarks"),
         "<h2>Runs</h2>",
