@@ -203,7 +203,7 @@ class DetailPane(Vertical):
 
     DEFAULT_CSS = """
     DetailPane { border-top: solid $panel; }
-    DetailPane #detail-summary { height: auto; max-height: 7; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
+    DetailPane #detail-summary { height: 6; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     DetailPane #detail-plots { height: 1fr; min-height: 4; max-height: 14; }
     DetailPane.log-only #detail-plots { display: none; }
     """
