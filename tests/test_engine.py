@@ -131,3 +131,28 @@ def test_a_new_eval_refits_the_eta_at_most_every_interval_but_the_target_shows_a
         _wait(lambda: (e := state()[1]) is not None and e.status == "reached", "reached", timeout=2.5)
     finally:
         engine.stop()
+
+
+def test_a_launch_samples_the_devices_on_one_thread_only(tmp_path, monkeypatch):
+    """The campaign owner records telemetry.jsonl with its sampler thread; the live view shows that thread's
+    samples instead of starting a second sampler."""
+    from test_launch_helpers import ROOT, campaign_file
+
+    from perfwatch.core.control.campaign import load_campaign
+    from perfwatch.core.engine import launch_session
+    from perfwatch.core.telemetry.sampling import default_sampler
+
+    monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
+    body = "name: one\njobs:\n  - name: s\n    cmd: [python, -c, 'import time; time.sleep(2)']\n"
+    session = launch_session(load_campaign(campaign_file(tmp_path, body), base=ROOT), tmp_path / "logdir")
+    engine = LiveEngine(session, sampler=default_sampler()).start(threaded=False)
+    try:
+        samplers = [t for t in threading.enumerate() if t.name == "perfwatch-telemetry"]
+        assert len(samplers) == 1, samplers
+        _wait(lambda: engine.step() is not None and engine.snapshot is not None
+              and engine.snapshot.devices is not None, "a device sample in the live view")
+    finally:
+        engine.stop()
+        assert session.controller is not None
+        session.controller.close(stop_runs=True)
+    assert not [t for t in threading.enumerate() if t.name == "perfwatch-telemetry" and t.is_alive()]

@@ -88,9 +88,9 @@ def test_headless_exit_at_target_stops_a_run_that_does_not_stop(
     out = capsys.readouterr().out
     assert rc == 0, out
     rows = {line.split()[0]: line.split() for line in out.splitlines() if line.startswith(("forever.r0", "ok.r0 "))}
-    assert rows["forever.r0"][1:4] == ["succeeded", "-15", "yes"], out
+    assert rows["forever.r0"][1:4] == ["done", "-15", "reached"], out
     assert "target reached; stopped by perfwatch" in out
-    assert rows["ok.r0"][1:4] == ["succeeded", "0", "yes"], out
+    assert rows["ok.r0"][1:4] == ["done", "0", "reached"], out
     assert "all runs succeeded" in out
 
 
