@@ -81,6 +81,14 @@ async def test_tui_headless_report_and_metrics_agree(mlperf_logs):
         assert r["mfu"] is None and cells["mfu"] == "–"  # these logs name no FLOPs: no MFU anywhere
         assert r["energy_to_train_kj"] is None and cells["energy"] == "–"  # no telemetry in MLPerf results
         assert cells["eta"] == "–" and metric("perfwatch_run_eta_seconds", rid) is None  # every run has ended
+    # compare: the same runs, converged runs and score per benchmark folder as report's
+    bench = next(b for b in rep["benchmarks"] if b["folder"].endswith("Krai/results/7920T_2xA5000_mxnet22.08/resnet"))
+    folder = mlperf_logs / bench["folder"]
+    side = json.loads(_cli("compare", str(folder), str(folder), "--format", "json"))[0]["a"]
+    assert (side["runs"], side["converged"]) == (bench["runs"], bench["converged"]) == (5, 4)
+    assert side["score_minutes"] == pytest.approx(bench["score_minutes"])
+    members = [r for r in report.values() if r["run_id"].startswith(bench["folder"] + "/")]
+    assert sum(not r["failed"] for r in members) == side["converged"]  # the aborted run is the failed one
 
 
 async def test_energy_to_train_is_one_number_in_the_tui_headless_and_report(tmp_path):
