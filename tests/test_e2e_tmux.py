@@ -131,7 +131,7 @@ def _idle_wakeups(tmp_path: Path, name: str, extra_env: str = "") -> tuple[Tmux,
     tmux = Tmux(f"pw-{name}-{os.getpid()}")
     tmux("new-session", "-d", "-s", "pw", "-x", "120", "-y", "40",
          f"exec env {env} {sys.executable} -m perfwatch attach {logs} --theme dark")
-    tmux.wait_for("10 reached")
+    tmux.wait_for("10 done")
     pid = int(tmux("list-panes", "-t", "pw", "-F", "#{pane_pid}").split()[0])
     time.sleep(1.5)  # no key for longer than the input thread stays alert after one
     before = _wakeups(pid)

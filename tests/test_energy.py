@@ -344,7 +344,7 @@ def test_headless_prints_energy_to_train_live_and_at_the_end(tmp_path: Path) -> 
         assert wait_for(lambda: at.poll() is not None, timeout=60), out.read_text()
         text = out.read_text()
         assert at.returncode == 0, text
-        final = {ln.split("]", 1)[1].split()[0]: ln for ln in text.splitlines() if "stopped  success" in ln}
+        final = {ln.split("]", 1)[1].split()[0]: ln for ln in text.splitlines() if "done      reached" in ln}
         assert final["gpu.r0"].endswith("energy-to-train 1.250 kJ (NVML counter)  4 samples/J")
         assert final["pow.r0"].endswith("energy-to-train 0.750 kJ (∫power, estimated)  2 samples/J")
         assert "energy" not in final["cpu.r0"]
@@ -364,10 +364,10 @@ def test_the_final_headless_table_has_each_runs_energy_to_train(tmp_path: Path) 
                            False, None) for rid in ("cpu.r0", "gpu.r0", "pow.r0")}
     out = io.StringIO()
     assert summary(procs, load(logdir), out)
-    header, _rule, *rows, last = out.getvalue().splitlines()
+    header, _rule, *rows, counts, last = out.getvalue().splitlines()
     column = header.split().index("energy")  # the "energy kJ" column (a run's cells hold no space)
     kj = {row.split()[0]: row.split()[column] for row in rows}
-    assert last == "all runs succeeded"
+    assert last == "all runs succeeded" and counts == "3 done; target: 3 reached; 0 failed"
     assert kj == {"cpu.r0": "-", "gpu.r0": "1.250", "pow.r0": "0.750"}  # by hand: see energy_logdir
 
 

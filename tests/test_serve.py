@@ -111,7 +111,7 @@ async def test_serve_renders_the_runs_table_and_keys_reach_the_app(mlperf_logs: 
             texts = await wait_screen(dt, lambda t: all(r in t for r in resnet) and detail_headers(t))
             assert "v2.1/MosaicML/results/8xA100_80GB-baseline/bert/result_0" in texts
             assert any(t.startswith("perfwatch · mlperf-logs  35 runs") for t in texts)
-            assert detail_headers(texts)[-1] == (resnet[0], "success")  # the first row is selected
+            assert detail_headers(texts)[-1] == (resnet[0], "done")  # the first row is selected
             shown = len(str(await dt.evaluate("window.__screen.join('')")))
             # a key press in the page reaches the app: down arrow selects the next run (the aborted one)
             await dt.evaluate("document.querySelector('.xterm-helper-textarea').focus()")
