@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import time
 
 import pytest
 from ui_helpers import attach_app, table, until
@@ -280,3 +281,58 @@ async def test_every_front_end_shows_the_same_states_and_counts_as_the_tui(tmp_p
         assert line.split()[1] == word and f" {verdict} " in line, line
     assert "1 done, 2 stopped, 1 killed, 2 crashed; target: 1 reached, 3 not reached, 2 no target; 4 failed" \
         in out.stdout
+
+
+def _seconds(text: str) -> int:
+    """"2:25:53" (the TUI), "145m53s" or "58.2s" (headless) as whole seconds."""
+    if text.endswith("s"):
+        m = re.fullmatch(r"(?:(\d+)m)?([\d.]+)s", text)
+        assert m, text
+        return int(m.group(1) or 0) * 60 + int(float(m.group(2)))
+    parts = [int(p) for p in text.split(":")]
+    return sum(p * 60 ** i for i, p in enumerate(reversed(parts)))
+
+
+async def test_a_live_runs_eta_is_one_number_in_the_tui_headless_and_metrics(mlperf_logs, tmp_path):
+    """Half a real ResNet log (no run_stop yet): the ETA to its target and its ± are the same instant and
+    spread in the TUI's cell, `--headless`' line and the metrics endpoint's gauges."""
+    import signal
+
+    from prometheus_client.parser import text_string_to_metric_families
+
+    src = mlperf_logs / "v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_0.txt"
+    lines = src.read_text(errors="replace").splitlines(keepends=True)
+    fifth = [i for i, ln in enumerate(lines) if '"eval_accuracy"' in ln][4]
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "result_0.txt").write_text("".join(lines[:fifth + 1]))
+
+    app = attach_app(logs, theme="dark")
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, lambda: "result_0" in table(app)._rows and table(app)._rows["result_0"].cells["eta"]
+                    != "–", "the ETA cell")
+        cell = table(app)._rows["result_0"].cells["eta"]
+        metrics = {f.name: f for f in text_string_to_metric_families(_metrics_text(app.session))}
+    m = re.fullmatch(r"≈(\S+) ±(\S+)", cell)
+    assert m, cell
+    eta_s = metrics["perfwatch_run_eta_seconds"].samples[0].value
+    pm_s = metrics["perfwatch_run_eta_plus_minus_seconds"].samples[0].value
+    assert eta_s > 600 and pm_s > 60  # a converging run far from its target: nothing compared vacuously
+    assert (_seconds(m.group(1)), _seconds(m.group(2))) == (int(eta_s), int(pm_s))
+
+    out = tmp_path / "headless.out"
+    with out.open("w") as fh:
+        proc = subprocess.Popen([sys.executable, "-m", "perfwatch", "attach", str(logs), "--headless"],
+                                stdout=fh, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(600):
+            if "ETA" in out.read_text():
+                break
+            time.sleep(0.1)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+    line = next(ln for ln in out.read_text().splitlines() if "ETA" in ln)
+    h = re.search(r"ETA ≈(\S+) ±(\S+)", line)
+    assert h, line
+    assert (_seconds(h.group(1)), _seconds(h.group(2))) == (int(eta_s), int(pm_s))

@@ -178,11 +178,12 @@ class _LogPrinter:
         self.p = printer
         self.seen: dict[str, tuple[str, int]] = {}  # run id -> (phase, evals printed)
 
-    def snapshot(self, views: Mapping[str, RunView]) -> None:
+    def snapshot(self, views: Mapping[str, RunView], etas: Mapping[str, Eta] | None = None) -> None:
         self.p.line(f"{len(views)} runs so far, waiting for run_stop" if views else "no runs yet, waiting for logs")
         for v in views.values():
             self.seen[v.run_id] = (v.phase, len(v.evals))
-            self.p.line("  ".join(x for x in (f"{v.run_id:<24} {v.phase:<8}", _eval_text(v), _elapsed(v)) if x))
+            self.p.line("  ".join(x for x in (f"{v.run_id:<24} {v.phase:<8}", _eval_text(v), _elapsed(v),
+                                              _eta((etas or {}).get(v.run_id), v)) if x))
 
     def changes(self, views: Mapping[str, RunView], changed: Iterable[str],
                 etas: Mapping[str, Eta] | None = None) -> None:
@@ -338,7 +339,7 @@ def follow_logs(session: Session, out: TextIO, *, tick: float = 0.25, status_eve
         update = drive.next()
         views: Mapping[str, RunView] = update.snapshot.views if update else _views(engine)
         if not once and not drive.interrupted and not _all_stopped(views):
-            logs.snapshot(views)
+            logs.snapshot(views, engine.snapshot.etas if engine.snapshot is not None else None)
             if engine.snapshot is not None:  # the backlog's updates were taken above: the latest snapshot
                 printer.energy(engine.snapshot.energy)
             next_status = time.time() + status_every
