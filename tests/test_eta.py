@@ -125,3 +125,40 @@ def test_without_a_budget_there_is_no_percentage(mlperf_logs):
     for view in views:  # finished BERT runs: the dataset-size share was "0.4 %"
         assert progress(view).fraction is None
         assert "%" not in cell(view)[0]
+
+
+def test_a_lower_bound_closer_than_one_eval_is_not_shown_and_a_passed_interval_neither():
+    # "≥0:04 ≥0:03 … ≥0:00" counting down said nothing: the next eval decides
+    bound = Eta("converging", at_ms=100_000.0, step_ms=30_000.0)
+    assert bound.text(40_000.0) == "≥1:00"
+    assert bound.text(80_000.0) == "–" and bound.remaining_ms(80_000.0) is None  # 20 s left < one eval
+    assert bound.text(120_000.0) == "–"
+    interval = Eta("converging", at_ms=100_000.0, plus_minus_ms=20_000.0, step_ms=10_000.0)
+    assert interval.text(90_000.0) == "≈0:10 ±0:20"
+    assert interval.text(115_000.0) == "≈0:00 ±0:20"  # still inside its stated range
+    assert interval.text(121_000.0) == "–" and interval.remaining_ms(121_000.0) is None  # past it
+
+
+def test_a_run_whose_process_ended_shows_no_eta():
+    run = _run(Event(0, "run_start"), *(Event(60_000.0 * k, "eval_accuracy", 0.8 - 0.5 * 0.7 ** k,
+                                              metadata={"epoch_num": k}) for k in range(1, 7)))
+    view = msgspec.structs.replace(run.view(), target=Target("eval_accuracy", 0.759, True, "test"))
+    assert eta_to_target(view).status == "converging"
+    ended = eta_to_target(view, ended=True)  # killed: no run_stop in its log
+    assert ended.status == "stopped" and ended.text(400_000.0) == "–"
+
+
+def test_one_eval_against_the_trend_does_not_flip_the_verdict():
+    import math
+
+    good = [0.8 - 0.5 * math.exp(-0.35 * k) for k in range(1, 8)]
+    run = _run(Event(0, "run_start"))
+    view = msgspec.structs.replace(run.view(), target=Target("eval_accuracy", 0.759, True, "test"))
+    base = eta_to_target(view, _points(good))
+    assert base.status == "converging"
+    # a dip, then an eval back on the curve: this fit alone levels off short of the target ...
+    noisy = [*good, 0.65, good[-1]]
+    assert predict(_points(noisy), 0.759, True, 0.0).status == "not_converging"
+    # ... but the shown verdict is the majority of the last three fits: still converging
+    held = eta_to_target(view, _points(noisy))
+    assert held.status == "converging" and "latest eval" in held.reason

@@ -19,6 +19,25 @@ MLPerf run the RCP's epochs (samples) to converge for its batch size, mean ± 2 
 bound (the "RCP mean epochs as a prior"). Pure Python, a few ms per fit; the engine refits only when a
 new eval arrives (the RCP tables are read once per benchmark and batch size).
 
+What is shown (`Eta.text`, `Eta.remaining_ms`): a lower bound only while it is at least one eval
+interval (and 10 s) away, an interval only until its end has passed (then nothing until the next eval
+refits), nothing once the run stopped or its process ended (`ended`). The verdict "not converging"
+against an estimate is the majority of the fits on the last three evals, so one noisy eval does not
+swing it.
+
+Why a grid over the curvature and not `scipy.optimize.curve_fit`: the estimate's uncertainty is the
+set of crossings of *every* curve that fits about as well as the best (a profile over `c`), which is
+what the grid computes, with `a` and `b` in closed form for each `c`; `curve_fit` returns one optimum
+and a linearised covariance. Measured on the 6,943 fits `benchmarks/replay.py` makes over 232 real
+MLPerf runs (v2.1-v5.0): the grid takes 1.7 ms per fit of both families, `curve_fit` 8.7 ms, and
+`curve_fit` fails to converge (RuntimeError or OptimizeWarning from sensible starting values) on 1,427
+of its 13,886 fits; its lower SSE (below the grid's by more than 1 % on 41 % of inputs, from a `c`
+between grid points or outside its range) would not change which curves fit "about as well".
+
+Calibration (`benchmarks/replay.py`, the table in docs/tui.md): BAND, SPREAD and MIN_SPREAD were
+varied over the same runs; wider intervals buy little coverage at 50 % of a run (89 % -> 91 % for
+1.5x the width), so the stated ± is the profile's range itself.
+
 One computation for every front end: the TUI, `--headless` and `report` call `eta_to_target`.
 """
 
@@ -28,12 +47,17 @@ import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 from perfwatch.core.model.view import EvalPoint, RunView
 
 MIN_EVALS = 4  # three parameters: fewer points cannot say anything about the fit
+# calibrated by benchmarks/replay.py on real runs (docs/tui.md, "ETA calibration")
+BAND = 4.0  # curves within SSE x (1 + BAND / dof) of the best fit count as fitting as well
+SPREAD = 1.0  # the stated ± is SPREAD x half the range of the crossings ...
+MIN_SPREAD = 1.0  # ... and never less than MIN_SPREAD eval intervals
+MIN_BOUND_MS = 10_000.0  # a lower bound closer than this (or than one eval interval) is not shown
 TREND_REACH = 2.0  # a straight line is believed up to twice the progress so far, not beyond
 FIT_TAIL = 12  # the last evals fitted: early warm-up plateaus say little about the approach
 BUDGET_KEYS = (("max_epochs", "epoch"), ("max_steps", "step"), ("max_samples", "samples"))
@@ -67,12 +91,22 @@ class Eta:
     plus_minus_ms: float | None = None  # None while converging: at_ms is only a lower bound
     plateau: float | None = None  # the fitted curve's asymptote
     reason: str = ""
+    step_ms: float | None = None  # the run's time between evals when fitted
 
     def remaining_ms(self, elapsed_ms: float | None) -> float | None:
-        """Time left from `elapsed_ms` (the run's time since run_start, as of its latest record)."""
+        """Time left from `elapsed_ms` (the run's time since run_start, as of its latest record), while
+        the estimate still says something: None for a lower bound closer than one eval interval (`≥0:03`
+        counting down tells nothing: the next eval decides) and for an interval whose end has passed
+        (the next eval refits); front ends then show nothing."""
         if self.at_ms is None or self.status != "converging":
             return None
-        return max(self.at_ms - (elapsed_ms or 0.0), 0.0)
+        now = elapsed_ms or 0.0
+        left = self.at_ms - now
+        if self.plus_minus_ms is None:
+            return left if left >= max(self.step_ms or 0.0, MIN_BOUND_MS) else None
+        if now > self.at_ms + self.plus_minus_ms:
+            return None
+        return max(left, 0.0)
 
     def text(self, elapsed_ms: float | None, fmt: Callable[[float | None], str] | None = None) -> str:
         """Short display form: "≈3:20 ±0:40", "≥16:00" (a lower bound), "not converging", "reached", "–"."""
@@ -194,21 +228,48 @@ def _ms_per_unit(xs: Sequence[float], ts: Sequence[float]) -> float | None:
     return slope if slope > 0 else None
 
 
-def eta_to_target(view: RunView, evals: Sequence[EvalPoint] | None = None, *, prior: bool = True) -> Eta:
+def eta_to_target(view: RunView, evals: Sequence[EvalPoint] | None = None, *, prior: bool = True,
+                  ended: bool = False) -> Eta:
     """The ETA of `view`'s run to its target (`evals` overrides the run's evals, for tests).
+
+    `ended`: the run's process is gone (stopped, killed, crashed) although its log has no run_stop:
+    no ETA, as for a run that logged its stop.
 
     For a closed-division MLPerf run whose ruleset has an RCP for its benchmark and batch size, the
     RCP's epochs (samples) to converge, mean ± 2 standard deviations, bound the estimate where the
-    curve alone only gives a lower bound (`prior=False`: the curve alone)."""
+    curve alone only gives a lower bound (`prior=False`: the curve alone).
+
+    The verdict between "converging" and "not converging" is the majority of the fits on the last three
+    evals: one eval that flips it (a noisy metric: UNet3D's dice) keeps the earlier fit shown."""
     target = view.target
     if target is None:
         return Eta("no_target", reason="no target for this run")
     if view.target_reached:
         return Eta("reached", at_ms=view.time_to_train_ms)
-    if view.phase == "stopped":
+    if view.phase == "stopped" or ended:
         return Eta("stopped", reason="the run stopped before its target")
     points = list(evals if evals is not None else view.evals)
     start = view.run_start_ms if view.run_start_ms is not None else (points[0].time_ms if points else 0.0)
+    eta = _with_prior(view, points, start, prior)
+    if eta.status not in _VERDICTS or len(points) < MIN_EVALS + 2:
+        return eta
+    # the verdict of the majority of the fits on the last three evals; shown by the latest fit saying it
+    fits = [eta, _with_prior(view, points[:-1], start, prior), _with_prior(view, points[:-2], start, prior)]
+    votes: list[Status] = [f.status for f in fits if f.status in _VERDICTS]
+    verdict = max(_VERDICTS, key=votes.count)
+    if eta.status == verdict or votes.count(verdict) < 2:
+        return eta
+    held = next(f for f in fits if f.status == verdict)
+    why = "the latest eval alone says otherwise"
+    return replace(held, reason=f"{held.reason}; {why}" if held.reason else why)
+
+
+_VERDICTS: tuple[Status, ...] = ("converging", "not_converging")
+
+
+def _with_prior(view: RunView, points: Sequence[EvalPoint], start: float, prior: bool) -> Eta:
+    target = view.target
+    assert target is not None
     eta = predict(points, target.value, target.higher_is_better, start)
     rcp = rcp_prior(view) if prior and eta.status == "converging" and eta.plus_minus_ms is None else None
     return _bounded_by(eta, rcp, points, start) if rcp is not None else eta
@@ -261,8 +322,8 @@ def _bounded_by(eta: Eta, prior: tuple[float, float, str], points: Sequence[Eval
         return eta  # the run is already slower than the RCP allows for: the curve's bound stands
     lo_ms = max(lo_ms, eta.at_ms)
     step = _median([b - a for a, b in zip(ts, ts[1:], strict=False)]) or 0.0
-    half = max((hi_ms - lo_ms) / 2, step)
-    return Eta("converging", at_ms=(lo_ms + hi_ms) / 2, plus_minus_ms=half, plateau=eta.plateau,
+    half = max((hi_ms - lo_ms) / 2, MIN_SPREAD * step)
+    return Eta("converging", at_ms=(lo_ms + hi_ms) / 2, plus_minus_ms=half, plateau=eta.plateau, step_ms=step,
                reason=f"with the RCP: {mean:.4g} ± {std:.2g} {unit} to converge")
 
 
@@ -291,7 +352,7 @@ def predict(points: Sequence[EvalPoint], target: float, higher_is_better: bool, 
     if best is not None:
         # every curve that fits about as well as the best (profile over the curvature, both families:
         # SSE within the 95 % band for one parameter) gives a crossing ...
-        band = best.sse * (1.0 + 4.0 / dof) + 1e-15
+        band = best.sse * (1.0 + BAND / dof) + 1e-15
         for f in fits:
             if f.sse <= band:
                 x = f.crossing(t)
@@ -320,11 +381,12 @@ def predict(points: Sequence[EvalPoint], target: float, higher_is_better: bool, 
         return ts[-1] + (x - sx[-1]) * scale * rate
 
     if open_ended:
-        return Eta("converging", at_ms=at(lo), plateau=plateau,
+        return Eta("converging", at_ms=at(lo), plateau=plateau, step_ms=step * scale * rate,
                    reason="slowing down: some curves that fit as well level off short of the target")
     x_eval = (lo + hi) / 2
-    spread = max((hi - lo) / 2, step)
-    return Eta("converging", at_ms=at(x_eval), plus_minus_ms=spread * scale * rate, plateau=plateau)
+    spread = max(SPREAD * (hi - lo) / 2, MIN_SPREAD * step)
+    return Eta("converging", at_ms=at(x_eval), plus_minus_ms=spread * scale * rate, plateau=plateau,
+               step_ms=step * scale * rate)
 
 
 def _trend_crossing(xs: Sequence[float], ys: Sequence[float], target: float, k: int = 4) -> float | None:

@@ -37,6 +37,12 @@ class Throughput(msgspec.Struct, frozen=True):
     flops_per_s: float | None
     world_size: int = 1
     full: bool = False  # the window holds `window` observations (SpeedMonitor logs only then)
+    unit: str = "samples"  # what the benchmark counts (RunView.count_unit): "samples" or "tokens"
+
+    @property
+    def rate(self) -> float | None:
+        """The rate in the benchmark's own unit: tokens/s for GPT-3, samples/s for the others."""
+        return self.tokens_per_s if self.unit == "tokens" else self.samples_per_s
 
     def _dev(self, value: float | None) -> float | None:
         return None if value is None else value / self.world_size
@@ -159,12 +165,23 @@ def rolling_throughput(
 ) -> Throughput:
     """The run's throughput over its last `window` throughput observations.
 
+    The observations are in the run's `count_unit`: tokens/s for GPT-3 (samples/s from the logged
+    `max_sequence_length`), samples/s otherwise.
     `flops_per_sample`/`tokens_per_sample`/`world_size` override what the log says (campaign values).
     """
     pts = view.throughput
-    sps, span = window_rate(pts, window)
+    rate, span = window_rate(pts, window)
     gbs = view.global_batch_size
     tokens = tokens_per_sample or view.tokens_per_sample
+    if view.count_unit == "tokens":  # the log counts tokens: samples are sequences of the logged length
+        seq = view.params.get("max_sequence_length")
+        seq_len = float(seq) if isinstance(seq, int | float) and not isinstance(seq, bool) and seq > 0 else None
+        sps = rate / seq_len if rate is not None and seq_len else None
+        tp = _derived(sps, sps / gbs if sps is not None and gbs else None, points=min(len(pts), window),
+                      seconds=span, world_size=world_of(view, world_size), full=len(pts) > window,
+                      flops_per_sample=flops_per_sample or view.flops_per_sample, tokens_per_sample=None)
+        return msgspec.structs.replace(tp, tokens_per_s=rate, unit="tokens")
+    sps = rate
     tp = _derived(
         sps,
         sps / gbs if sps is not None and gbs else None,

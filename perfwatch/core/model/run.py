@@ -27,13 +27,13 @@ from perfwatch.core.ingest.mllog import Bytes, Event, LineParser
 from perfwatch.core.mlperf.live_checks import Finding, LiveChecker
 from perfwatch.core.mlperf.rulesets import StandsFor, choose, mlperf_benchmarks
 from perfwatch.core.mlperf.targets import Target, official_target
+from perfwatch.core.model.progress import ProgressCounter
 from perfwatch.core.model.series import Series
 from perfwatch.core.model.view import EvalPoint, RunView
 
 __all__ = ["EvalPoint", "Run", "RunView"]
 
 _SLICE = 1024
-EPOCH_IS_SAMPLES_BENCHMARKS = frozenset({"bert"})
 PHASES = ("waiting", "init", "running", "eval", "stopped")
 _SKIP_PARAMS = frozenset(
     {
@@ -98,8 +98,7 @@ class Run(msgspec.Struct):
     key_counts: dict[str, int] = msgspec.field(default_factory=dict)
     version: int = 0
     _target_resolved: bool = False
-    _last_progress: tuple[float, float] | None = None  # (time_ms, samples) for derived throughput
-    _epoch_is_samples: bool | None = None
+    counter: ProgressCounter = msgspec.field(default_factory=ProgressCounter)
     _resolved: Target | None = None
     _view: RunView | None = None
     checker: LiveChecker | None = None
@@ -172,6 +171,9 @@ class Run(msgspec.Struct):
                         isinstance(value, list) and all(isinstance(x, str | int | float) for x in value)):
                     params[key] = value  # scalars, or a flat list such as the per-rank device names
                     self._params_view = None
+                md = ev.md
+                if md and "samples_count" in md:  # train_loss and the like: a count at a known time
+                    self._progress(ev)
         if tracked:
             if self.first_time_ms is None:
                 self.first_time_ms = tracked[0].time_ms
@@ -189,6 +191,7 @@ class Run(msgspec.Struct):
         key = ev.key
         if key == "submission_benchmark":
             self.benchmark = value
+            self.counter.benchmark = value
             self._forget_official_target()
         elif key == "submission_org":
             self.org = value
@@ -217,6 +220,7 @@ class Run(msgspec.Struct):
         if self.run_stop_ms is None:  # MLPerf pairs the last run_start before the first run_stop
             self.run_start_ms = ev.time_ms
             self.phase = "running"
+            self.counter.start(ev.time_ms)
 
     def _on_run_stop(self, ev: Event) -> None:
         if self.run_stop_ms is not None:
@@ -225,48 +229,25 @@ class Run(msgspec.Struct):
         status = ev.meta("status")
         self.run_status = status if isinstance(status, str) else "unknown"
         self.phase = "stopped"
+        self._progress(ev)
 
     def _progress(self, ev: Event) -> None:
+        """Epoch and trained count from the record's counters (rules: model/progress.py)."""
         md = ev.md
         if not md:
             return
-        sc = _num(md.get("samples_count"))
-        if sc is not None:
-            self.samples = sc
+        counter = self.counter
         for name in ("epoch_num", "first_epoch_num"):
             ep = _num(md.get(name))
             if ep is not None:
-                if self._epoch_means_samples(ep):
-                    self.samples = ep
-                else:
+                if not counter.epoch_is_count(ep, self.params):
                     self.epoch = ep
                 break
-        if self.samples is not None and (sc is not None or self._epoch_is_samples):
-            self._derive_throughput(ev.time_ms, self.samples)
-
-    def _epoch_means_samples(self, ep: float) -> bool:
-        if self._epoch_is_samples is None:
-            if self.benchmark in EPOCH_IS_SAMPLES_BENCHMARKS:
-                self._epoch_is_samples = True
-            elif ep >= 1000:
-                gbs = _num(self.params.get("global_batch_size"))
-                self._epoch_is_samples = bool(gbs and ep % gbs == 0)
-            else:
-                return False
-        return self._epoch_is_samples
-
-    def _derive_throughput(self, t: float, samples: float) -> None:
-        if self.throughput_source == "tracked_stats":
-            return
-        last = self._last_progress
-        self._last_progress = (t, samples)
-        if last is None or self.run_start_ms is None:
-            return
-        dt = (t - last[0]) / 1000.0
-        ds = samples - last[1]
-        if dt > 0 and ds > 0:
+        rate = counter.observe(ev.key, ev.time_ms, md, self.params)
+        self.samples = counter.count
+        if rate is not None and self.throughput_source != "tracked_stats":
             self.throughput_source = "derived"
-            self.throughput.append(t, ds / dt)
+            self.throughput.append(ev.time_ms, rate)
 
     def _on_block(self, ev: Event) -> None:
         self._progress(ev)
@@ -293,11 +274,6 @@ class Run(msgspec.Struct):
         value = _num(ev.value)
         if value is None:
             return
-        if self.samples is None or self.throughput_source == "derived":
-            # epoch-based logs (resnet): samples = epochs x train_samples, for derived throughput
-            ts = _num(self.params.get("train_samples"))
-            if ts and self.epoch is not None and not self._epoch_is_samples:
-                self._derive_throughput(ev.time_ms, self.epoch * ts)
         point = EvalPoint(ev.time_ms, value, self.epoch, self.samples)
         evals = self.evals
         evals.append(point)
@@ -346,17 +322,13 @@ class Run(msgspec.Struct):
                         kept_x.append(ev.time_ms)
                         ys.append(tp)
             xs = kept_x
-        if ys:
+        if ys and self.counter.logged_throughput_is_total:
             self.throughput_source = "tracked_stats"
             self.throughput.extend(xs, ys)
         for ev in reversed(events):
             if type(ev.value) is dict:
                 self.tracked = ev.value
-                md = ev.md
-                if md:
-                    sc = _num(md.get("samples_count"))
-                    if sc is not None:
-                        self.samples = sc
+                self._progress(ev)
                 break
 
     # ---- views ----------------------------------------------------------------
@@ -452,6 +424,7 @@ class Run(msgspec.Struct):
             throughput=self.throughput.points(),
             throughput_stats=self.throughput.stats(),
             throughput_source=self.throughput_source,
+            count_unit=self.counter.unit,
             tracked=MappingProxyType(self.tracked),  # replaced, never mutated: no copy needed
             flops_per_sample=_num(p.get(keys.FLOPS_PER_SAMPLE)),
             tokens_per_sample=_num(p.get(keys.TOKENS_PER_SAMPLE)),
@@ -462,7 +435,8 @@ class Run(msgspec.Struct):
             bad_lines=tuple(parser.bad),
             non_utf8=parser.non_utf8,
             key_counts=MappingProxyType(dict(self.key_counts)),
-            findings=(*(checker.findings() if checker is not None else ()), *_time_findings(ttt)),
+            findings=(*(checker.findings() if checker is not None else ()), *_time_findings(ttt),
+                      *_counter_findings(self.counter)),
             compliance_ok=checker.passed if checker is not None else None,
             version=self.version,
             ruleset=ruleset,
@@ -537,3 +511,8 @@ def _time_findings(ttt: float | None) -> tuple[Finding, ...]:
         return ()
     return (Finding("warning", "time_to_train", f"negative time-to-train ({ttt / 1000:.3f} s): run_stop is "
                     "logged before run_start (clock or log order); scored as MLPerf's summarizer does"),)
+
+
+def _counter_findings(counter: ProgressCounter) -> tuple[Finding, ...]:
+    """Counters that disagree and rates set aside: said once each (the first few), never silently dropped."""
+    return tuple(Finding("warning", "throughput", why, time_ms) for time_ms, why in counter.notes)

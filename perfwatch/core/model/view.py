@@ -57,7 +57,7 @@ class RunView(msgspec.Struct, frozen=True):
     best_eval: float | None
     target_reached: bool
     target_reached_ms: float | None
-    throughput: tuple[tuple[float, float], ...]  # (time_ms, samples/s), bounded
+    throughput: tuple[tuple[float, float], ...]  # (time_ms, count_unit/s), bounded
     throughput_stats: Stats
     throughput_source: str | None  # "tracked_stats" or "derived"
     tracked: Mapping[str, Any]  # the latest tracked_stats value (loss, tokens/s, ...)
@@ -77,6 +77,8 @@ class RunView(msgspec.Struct, frozen=True):
     ruleset_why: str = ""  # which rule chose it (mlperf/ruleset.py)
     # the campaign's `mlperf:` in effect: set when the job names an MLPerf benchmark and the log names none
     stands_for: StandsFor | None = None
+    # what `samples`, the eval points' `samples` and `throughput` count: "samples", or "tokens" (GPT-3)
+    count_unit: str = "samples"
 
     @property
     def elapsed_ms(self) -> float | None:

@@ -1,0 +1,191 @@
+"""How far a run has trained, in the unit its benchmark counts, and the rate derived from it.
+
+What a log's counters mean differs by benchmark and by submitter, so only counters whose time and
+count belong together are read (checked on MLPerf Training v4.0, v4.1 and v5.0 results of every
+benchmark and submitter):
+
+- `samples_count` or `epoch_num` on a record that is not a block or epoch boundary (`eval_start`,
+  `eval_accuracy`, `eval_stop`, `run_stop`, `train_loss`, `tracked_stats` ...): the count trained when
+  the record was written. This is the counter MLPerf's RCP checker reads from `eval_accuracy`.
+- Block and epoch boundaries are not read: their counters mean different things in different
+  submissions (Google's GPT-3 `block_stop` carries the block's *first* count; Intel's llama2_70b_lora
+  `block_start` carries a step number in `samples_count`; Lenovo's and Oracle's `block_stop` the
+  block's first count; MLPerf's ResNet numbers epochs from 1, SSD from 0).
+- A count below the highest one seen is not progress (a counter in another unit); its key is set
+  aside for the rest of the run and the run's findings say so.
+
+The unit: GPT-3 counts tokens (`epoch_num`, `train_samples` and the workload's own `throughput`
+are tokens; an eval every 50,331,648 tokens), every other MLPerf benchmark samples. `epoch_num` is
+a sample count for BERT and GPT-3, an epoch number (times `train_samples` for samples) for ResNet,
+SSD/RetinaNet, DLRM, GNN/R-GAT, and, for benchmarks this table does not know, a count when it is a
+multiple of the global batch size of at least 1000 (Composer's logs, MLPerf's UNet3D). Two
+benchmarks differ: Stable Diffusion evaluates its checkpoints after training (its blocks are read,
+its evals not), and SSD/RetinaNet log `train_samples` in batches (times the global batch size) and a
+`throughput` that is per device for some submitters (the counters' rate is used instead).
+
+The rate over an interval runs from the last record that still shows the old count to the first
+that shows the new one (so an eval between two counts is not training time); the first interval
+starts at `run_start` with nothing trained. A rate two orders of magnitude away from the recent
+ones is set aside, not shown, until three in a row agree on the new level.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+SAMPLES = "samples"
+TOKENS = "tokens"
+TOKEN_BENCHMARKS = frozenset({"gpt3"})
+EPOCH_IS_COUNT_BENCHMARKS = frozenset({"bert", "gpt3"})
+EPOCH_IS_EPOCH_BENCHMARKS = frozenset(
+    {"resnet", "ssd", "retinanet", "dlrm_dcnv2", "dlrm", "gnn", "rgat", "maskrcnn", "rnnt", "minigo"})
+BOUNDARY_KEYS = frozenset({"block_start", "block_stop", "epoch_start", "epoch_stop"})
+EVAL_KEYS = frozenset({"eval_start", "eval_accuracy", "eval_stop"})
+# Stable Diffusion evaluates saved checkpoints after training: its eval records are written long after
+# the count they name was trained, so its blocks (`samples_count` on block_start/block_stop) are read
+BLOCKS_COUNT_BENCHMARKS = frozenset({"stable_diffusion"})
+# SSD/RetinaNet log `train_samples` as batches per epoch (4572 x 256 = 1,170,432: the 1,170,301 images of
+# its OpenImages subset, the last batch short), and their logged `throughput` is per device for some
+# submitters and total for others (4 x 296 images/s where the counters give 1,121): the counters decide
+BATCHES_PER_EPOCH_BENCHMARKS = frozenset({"ssd", "retinanet"})
+JUMP = 100.0  # a rate this many times above or below the recent median is set aside
+RECENT = 8  # rates the median is taken over
+AGREE = 3  # rates in a row at a new level that make it the level
+NOTES = 5  # findings kept about counters and set-aside rates
+
+
+def count_unit(benchmark: str | None) -> str:
+    """What the benchmark's counters and throughput count: "tokens" for GPT-3, else "samples"."""
+    return TOKENS if benchmark in TOKEN_BENCHMARKS else SAMPLES
+
+
+def _finite(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    f = float(value)
+    return f if math.isfinite(f) else None
+
+
+class ProgressCounter:
+    """The run's trained count and derived rates; `observe` every record with counters, in order."""
+
+    __slots__ = ("_agree", "_epoch_is_count", "_last", "_recent", "_seen", "benchmark", "count",
+                 "notes", "set_aside", "untrusted")
+
+    def __init__(self) -> None:
+        self.benchmark: str | None = None
+        self.count: float | None = None  # the highest trusted count, in `count_unit(benchmark)`
+        self.untrusted: set[str] = set()  # keys whose counter went backwards
+        self.set_aside = 0  # implausible rates not shown
+        self.notes: list[tuple[float, str]] = []  # (time_ms, why) for the run's findings
+        self._epoch_is_count: bool | None = None
+        self._last: tuple[float, float] | None = None  # (time_ms last showing `count`, count)
+        self._recent: list[float] = []
+        self._agree: list[tuple[float, float]] = []  # set-aside (time_ms, rate) at one new level
+        self._seen = False
+
+    @property
+    def unit(self) -> str:
+        return count_unit(self.benchmark)
+
+    def start(self, time_ms: float) -> None:
+        """run_start: nothing trained yet."""
+        if self._last is None:
+            self._last = (time_ms, 0.0)
+
+    def epoch_is_count(self, epoch: float, params: Mapping[str, Any]) -> bool:
+        """Whether this log's `epoch_num` is a sample (token) count rather than an epoch number."""
+        if self._epoch_is_count is None:
+            if self.benchmark in EPOCH_IS_COUNT_BENCHMARKS:
+                self._epoch_is_count = True
+            elif self.benchmark in EPOCH_IS_EPOCH_BENCHMARKS:
+                self._epoch_is_count = False
+            elif epoch >= 1000:
+                gbs = _finite(params.get("global_batch_size"))
+                self._epoch_is_count = bool(gbs and epoch % gbs == 0)
+            else:
+                return False
+        return self._epoch_is_count
+
+    @property
+    def logged_throughput_is_total(self) -> bool:
+        """Whether the workload's own `throughput` (tracked_stats) is the run's total rate in its unit."""
+        return self.benchmark not in BATCHES_PER_EPOCH_BENCHMARKS
+
+    def counted(self, key: str, md: Mapping[str, Any], params: Mapping[str, Any]) -> float | None:
+        """The count trained when this record was written, in the run's unit (None: it says none)."""
+        if key in self.untrusted:
+            return None
+        if self.benchmark in BLOCKS_COUNT_BENCHMARKS:
+            if key in EVAL_KEYS:
+                return None
+        elif key in BOUNDARY_KEYS:
+            return None
+        sc = _finite(md.get("samples_count"))
+        if sc is not None:
+            return sc
+        ep = _finite(md.get("epoch_num"))
+        if ep is None:
+            return None
+        if self.epoch_is_count(ep, params):
+            return ep
+        per_epoch = _finite(params.get("train_samples"))
+        if per_epoch and self.benchmark in BATCHES_PER_EPOCH_BENCHMARKS:
+            gbs = _finite(params.get("global_batch_size"))
+            per_epoch = per_epoch * gbs if gbs else None
+        return ep * per_epoch if per_epoch else None
+
+    def observe(self, key: str, time_ms: float, md: Mapping[str, Any] | None,
+                params: Mapping[str, Any]) -> float | None:
+        """Read one record's counter; returns the rate (unit/s) of the interval it closes, if any."""
+        if not md:
+            return None
+        n = self.counted(key, md, params)
+        if n is None:
+            return None
+        if self.count is not None and n < self.count:
+            self.untrusted.add(key)
+            self._note(time_ms, f"the counter of {key} ({n:.6g}) is below the count already trained "
+                                f"({self.count:.6g}): {key} is not read as progress")
+            return None
+        last = self._last
+        if self.count is None or n > self.count:
+            self.count = n
+        if last is None:  # no run_start yet: counts before it are not training
+            return None
+        if n == last[1]:
+            if key != "block_stop":  # some block_stops repeat their block's first count: not its end
+                self._last = (time_ms, n)
+            return None
+        self._last = (time_ms, n)
+        dt = (time_ms - last[0]) / 1000.0
+        if dt <= 0:
+            return None
+        return self._plausible(time_ms, (n - last[1]) / dt)
+
+    def _plausible(self, time_ms: float, rate: float) -> float | None:
+        recent = self._recent
+        if recent:
+            mid = sorted(recent)[len(recent) // 2]
+            if not (mid / JUMP <= rate <= mid * JUMP):
+                level = self._agree
+                if level and not (level[0][1] / 10 <= rate <= level[0][1] * 10):
+                    level.clear()
+                level.append((time_ms, rate))
+                if len(level) < AGREE:
+                    self.set_aside += 1
+                    self._note(time_ms, f"a rate of {rate:.4g} {self.unit}/s, {rate / mid:.3g}x the recent "
+                                        f"{mid:.4g}, was set aside as implausible")
+                    return None
+                recent.clear()  # three in a row agree: the new level is the rate
+                recent.extend(r for _, r in level[:-1])
+        self._agree.clear()
+        recent.append(rate)
+        del recent[:-RECENT]
+        return rate
+
+    def _note(self, time_ms: float, why: str) -> None:
+        if len(self.notes) < NOTES:
+            self.notes.append((time_ms, why))
