@@ -17,6 +17,8 @@ disagree on a name. A LOGDIR that perfwatch launched looks like this:
         .attempt-N.<name>     archived_name(): an earlier attempt's files after a restart
         .slurm-job.json       SLURM_JOB_FILE: a Slurm attempt's argv/env for the in-job runner
         .slurm-batch.sh       SLURM_BATCH_FILE: the constant batch script sbatch is given
+        ranks/rank_<N>.jsonl  rank_file(): rank N's step timing and heartbeats (perfwatch.instrument.ranks)
+        stacks/<stamp>.json   stacks_file(): every rank's Python stacks, captured when the run stalled
 
 Other trees (MLPerf results folders, any folder of mllog files) are read with `is_log_name`.
 Outside any LOGDIR, in the user's cache folder (`user_cache_dir()`), perfwatch keeps what is costly
@@ -37,7 +39,8 @@ from pathlib import Path
 __all__ = [
     "EXIT_FILE", "LOCK_FILE", "MLLOG_FILE", "OUTPUT_FILE", "OWN_FILES", "REGISTRY_FILE", "REQUESTS_DIR",
     "RUN_FILES", "RUN_LOGS", "SCHEDULER_OUTPUT_FILE", "SLURM_BATCH_FILE", "SLURM_JOB_FILE", "TELEMETRY_FILE",
-    "archived_name", "is_log_name", "request_name", "run_dir", "run_id_for", "write_json_atomic",
+    "RANKS_DIR", "STACKS_DIR", "archived_name", "is_log_name", "rank_file", "rank_of_file", "request_name", "run_dir",
+    "run_id_for", "stacks_file", "write_json_atomic",
     "CPU_PEAK_CACHE", "RCP_CACHE", "RULES_CACHE_DIR", "user_cache_dir",
 ]
 
@@ -54,6 +57,8 @@ TELEMETRY_FILE = "telemetry.jsonl"
 EXIT_FILE = "exit.json"
 SLURM_JOB_FILE = ".slurm-job.json"
 SLURM_BATCH_FILE = ".slurm-batch.sh"
+RANKS_DIR = "ranks"  # one step-timing file per rank of a distributed run
+STACKS_DIR = "stacks"  # Python stacks of every rank, captured by the hang watchdog
 RUN_LOGS = (MLLOG_FILE, OUTPUT_FILE)  # what a run writes as it trains (its activity)
 RUN_FILES = (MLLOG_FILE, OUTPUT_FILE, EXIT_FILE, TELEMETRY_FILE)  # one attempt's files
 OWN_FILES = frozenset({REGISTRY_FILE, TELEMETRY_FILE, EXIT_FILE})  # perfwatch's records, never mllog
@@ -112,6 +117,25 @@ def without_repeat(run_id: str) -> str:
 def is_result_name(stem: str) -> bool:
     """`result_N`, the stem of an MLPerf result file (string tests: start-up compiles no regex for this)."""
     return stem.startswith("result_") and stem[7:].isdecimal()
+
+
+def rank_file(run_folder: Path | str, rank: int) -> Path:
+    """Rank `rank`'s step-timing file in a run folder (JSON lines; never read as an mllog)."""
+    return Path(run_folder) / RANKS_DIR / f"rank_{int(rank)}.jsonl"
+
+
+def rank_of_file(name: str) -> int | None:
+    """`rank_file`'s inverse on a file name: `rank_3.jsonl` -> 3, anything else -> None."""
+    stem, dot, ext = name.rpartition(".")
+    head, _, num = stem.partition("rank_")
+    if dot and ext == "jsonl" and not head and num.isdecimal():
+        return int(num)
+    return None
+
+
+def stacks_file(run_folder: Path | str, stamp: str) -> Path:
+    """Where one capture of a run's stacks is kept (`stamp`: UTC time, sortable)."""
+    return Path(run_folder) / STACKS_DIR / f"{stamp}.json"
 
 
 def archived_name(attempt: int, name: str) -> str:

@@ -20,6 +20,7 @@ import math
 import platform
 import socket
 import sys
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -33,6 +34,7 @@ from perfwatch.core import keys
 from perfwatch.instrument import runtime
 from perfwatch.instrument.flops import flops_per_sample
 from perfwatch.instrument.mllogger import MLPerfLogger
+from perfwatch.instrument.ranks import RankTimer, ddp_timing_hook
 from perfwatch.instrument.throughput import ThroughputMeter
 
 EXIT_SUCCESS = 0
@@ -154,7 +156,7 @@ def optimizer_step(s: Setup, batches: Iterator[Batch]) -> torch.Tensor:
 
 
 @torch.no_grad()
-def evaluate(s: Setup) -> float:
+def evaluate(s: Setup, timer: RankTimer | None = None) -> float:
     """The eval metric over the whole eval set (sums all-reduced over ranks)."""
     model = s.model
     model.eval()
@@ -168,7 +170,8 @@ def evaluate(s: Setup) -> float:
         sums = part if sums is None else sums + part
     assert sums is not None
     if s.dist.world_size > 1:
-        dist.all_reduce(sums)
+        with timer.collective() if timer else contextlib.nullcontext():
+            dist.all_reduce(sums)
     model.train()
     return float(s.task.finalize(sums.cpu()))
 
@@ -247,24 +250,73 @@ def _say(s: Setup, msg: str) -> None:
         print(f"[{s.task.benchmark}] {msg}", file=sys.stderr, flush=True)
 
 
+def _say_rank(s: Setup, msg: str) -> None:
+    print(f"[{s.task.benchmark} rank {s.dist.rank}] {msg}", file=sys.stderr, flush=True)
+
+
+def rank_timer(s: Setup) -> RankTimer | None:
+    """This rank's step timer (perfwatch.instrument.ranks), its DDP buckets timed, or None."""
+    cuda = s.device.type == "cuda"
+    timer = RankTimer.for_run(rank=s.dist.rank, local_rank=s.dist.local_rank, world_size=s.dist.world_size,
+                              device=str(s.device), gpu=s.device.index if cuda else None,
+                              mllog=getattr(s.args, "mllog", None),
+                              interval_s=max(float(s.args.log_interval), 0.5))
+    if timer is not None and isinstance(s.model, DistributedDataParallel):
+        s.model.register_comm_hook(None, ddp_timing_hook(timer, cuda=cuda))
+    return timer
+
+
+def drill_batches(s: Setup, batches: Iterator[Batch], step: int) -> Iterator[Batch]:
+    """`--slow-rank` and `--hang-rank`: this rank sleeps before its step's data or compute."""
+    slow, hang = getattr(s.args, "slow_rank", None), getattr(s.args, "hang_rank", None)
+    if hang and hang[0] == s.dist.rank and step >= hang[1]:
+        _say_rank(s, f"--hang-rank: rank {s.dist.rank} stops before its collective at step {step}")
+        while True:
+            time.sleep(3600)
+    if slow and slow[0] == s.dist.rank and slow[2] == "data":
+        time.sleep(slow[1])
+    yield from batches
+    if slow and slow[0] == s.dist.rank and slow[2] == "compute":
+        time.sleep(slow[1])
+
+
 def run_loop(s: Setup, log: MLPerfLogger, stop: runtime.StopSignal) -> int:
     """From run_start to run_stop; returns the exit code."""
+    timer = rank_timer(s)
+    try:
+        return _run_loop(s, log, stop, timer)
+    finally:
+        if timer is not None:
+            timer.close()
+
+
+def _run_loop(s: Setup, log: MLPerfLogger, stop: runtime.StopSignal, timer: RankTimer | None) -> int:
     a, t = s.args, s.task
     meter = ThroughputMeter(log, interval_s=a.log_interval, tokens_per_sample=t.tokens_per_sample)
     samples = 0
     stop.arm()
     log.run_start()
     meter.restart_window()
+    if timer is not None:
+        timer.resume()
     for epoch in range(1, a.max_epochs + 1):
         if stop.requested:  # arrived during the last eval
             log.run_stop("aborted", epoch_num=epoch - 1, samples_count=samples, reason=stop.name)
             return stop.exit_code
         log.block_start(epoch, samples)
         order = epoch_order(s, epoch)
+        step_no = (epoch - 1) * s.steps_per_epoch
         for step in range(s.steps_per_epoch):
-            loss = optimizer_step(s, micro_batches(s, order, step))
+            batches = micro_batches(s, order, step)
+            if getattr(a, "slow_rank", None) or getattr(a, "hang_rank", None):
+                batches = drill_batches(s, batches, step_no + step)
+            if timer is not None:
+                batches = timer.timed_data(batches)
+            loss = optimizer_step(s, batches)
             samples += s.global_batch
             meter.step(s.global_batch, loss)
+            if timer is not None:
+                timer.step()
             if stop.requested:
                 meter.flush()
                 log.run_stop("aborted", epoch_num=epoch, samples_count=samples, reason=stop.name)
@@ -274,11 +326,15 @@ def run_loop(s: Setup, log: MLPerfLogger, stop: runtime.StopSignal) -> int:
         log.block_stop(epoch, samples)
         if epoch % a.eval_interval and epoch != a.max_epochs:
             continue
+        if timer is not None:
+            timer.pause()
         log.eval_start(epoch, samples)
-        value = evaluate(s)
+        value = evaluate(s, timer)
         log.eval_accuracy(value, epoch, samples)
         log.eval_stop(epoch, samples)
         meter.restart_window()
+        if timer is not None:
+            timer.resume()
         _say(s, f"epoch {epoch} samples {samples} eval_accuracy {value:.4f} (target {a.target})")
         if reached(value, a.target, t.higher_is_better):
             log.run_stop("success", epoch_num=epoch, samples_count=samples)

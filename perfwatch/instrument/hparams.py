@@ -60,7 +60,28 @@ def _unit_float(text: str) -> float:
     return v
 
 
+def _slow_rank(text: str) -> tuple[int, float, str]:
+    """RANK:SECONDS[:data|compute]"""
+    parts = text.split(":")
+    if len(parts) not in (2, 3):
+        raise ValueError(text)
+    where = parts[2] if len(parts) == 3 else "compute"
+    if where not in ("data", "compute"):
+        raise ValueError(text)
+    return _nonneg_int(parts[0]), _nonneg_float(parts[1]), where
+
+
+def _hang_rank(text: str) -> tuple[int, int]:
+    """RANK:STEP"""
+    rank, sep, step = text.partition(":")
+    if not sep:
+        raise ValueError(text)
+    return _nonneg_int(rank), _nonneg_int(step)
+
+
 positive_int = _typed("a positive integer", _pos_int)
+slow_rank = _typed("RANK:SECONDS[:data|compute]", _slow_rank)
+hang_rank = _typed("RANK:STEP", _hang_rank)
 nonneg_int = _typed("an integer >= 0", _nonneg_int)
 positive_float = _typed("a positive number", _pos_float)
 nonneg_float = _typed("a number >= 0", _nonneg_float)
@@ -109,6 +130,12 @@ def base_parser(description: str, *, batch_size: int, lr: float, max_epochs: int
     p.add_argument("--no-flops", action="store_true", help="skip the FLOPs-per-sample measurement")
     p.add_argument("--submission-org", default="perfwatch")
     p.add_argument("--submission-platform", default="", help="system name (default: derived from the device)")
+    drills = p.add_argument_group("fault drills (try perfwatch's straggler and hang detection)")
+    drills.add_argument("--slow-rank", type=slow_rank, metavar="RANK:SECONDS[:data|compute]",
+                        help="rank RANK sleeps SECONDS every optimizer step, while fetching data or computing")
+    drills.add_argument("--hang-rank", type=hang_rank, metavar="RANK:STEP",
+                        help="rank RANK stops before its collective at optimizer step STEP (counted from 0) "
+                             "and sleeps until signalled")
     return p
 
 

@@ -1,0 +1,185 @@
+"""Inside a distributed run: per-rank step timing, the straggler with its cause, the hang watchdog.
+
+The end-to-end tests train the project's MLP with torchrun (gloo, 2 ranks on the CPU) and use the
+workloads' fault drills: `--slow-rank` makes one rank sleep every step, `--hang-rank` stops one rank
+before its collective. Expected values come from the drills' own parameters and from the records
+written, never from the code under test.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from perfwatch.core import layout
+from perfwatch.core.measure import ranks as R
+from perfwatch.instrument.ranks import RankTimer
+
+WORKLOADS = Path(__file__).resolve().parent.parent / "workloads"
+TINY_MLP = ["--device", "cpu", "--hidden", "64", "--depth", "2", "--train-samples", "4096", "--eval-samples", "512",
+            "--batch-size", "64", "--no-flops", "--log-interval", "0.5"]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 100.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def test_rank_timer_writes_what_the_steps_took(tmp_path: Path) -> None:
+    clock = Clock()
+    path = layout.rank_file(tmp_path, 3)
+    timer = RankTimer(path, rank=3, local_rank=1, world_size=4, device="cuda:1", gpu=1, interval_s=10.0,
+                      heartbeat=False, clock=clock)
+    timer.resume()
+    durations = [0.10, 0.12, 0.30, 0.11, 0.10]
+    for d in durations:
+        def batches():
+            clock.t += 0.02  # waiting for the batch
+            yield "batch"
+        for _ in timer.timed_data(batches()):
+            pass
+        with timer.collective():
+            clock.t += 0.05
+        clock.t += d - 0.07
+        timer.step()
+    timer.close()
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["kind"] for r in recs] == ["rank", "steps", "end"]
+    assert recs[0]["rank"] == 3 and recs[0]["gpu"] == 1 and recs[0]["pid"] == os.getpid()
+    win = recs[1]
+    assert win["steps"] == 5 and win["step_s"] == pytest.approx(durations)
+    assert win["data_s"] == pytest.approx(0.02 * 5) and win["coll_s"] == pytest.approx(0.05 * 5)
+    stats = R.rank_stats(R.read_rank_files(tmp_path))
+    (s,) = stats
+    assert s.rank == 3 and s.steps == 5 and s.ended
+    assert s.step_median_s == pytest.approx(statistics.median(durations))
+    assert s.step_p95_s == pytest.approx(statistics.quantiles(durations, n=20, method="inclusive")[-1])
+    assert s.data_share == pytest.approx(0.1 / sum(durations))
+
+
+def _rank_file(folder: Path, rank: int, busy: float, data: float, gpu: int | None = None,
+               t: float = 1000.0) -> None:
+    path = layout.rank_file(folder, rank)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [{"kind": "rank", "rank": rank, "node": "n1", "pid": 10 + rank, "gpu": gpu, "t": t - 30},
+             {"kind": "steps", "t": t, "steps": 100, "step_s": [0.1] * 100, "span_s": 10.0,
+              "coll_s": 10.0 - busy, "data_s": data}]
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+
+
+def test_the_rank_others_wait_for_is_the_straggler_and_its_data_wait_is_the_cause(tmp_path: Path) -> None:
+    for rank in range(4):
+        _rank_file(tmp_path, rank, busy=9.0 if rank == 2 else 6.0, data=3.0 if rank == 2 else 0.1)
+    found = R.find_straggler(R.rank_stats(R.read_rank_files(tmp_path)))
+    assert found is not None and found.rank == 2
+    assert found.excess == pytest.approx(9.0 / 6.0 - 1)
+    assert found.cause == "30 % of its time waiting for data"
+
+
+def test_a_power_capped_gpu_is_named_as_the_cause(tmp_path: Path) -> None:
+    for rank in range(4):
+        _rank_file(tmp_path, rank, busy=8.0 if rank == 1 else 6.0, data=0.1, gpu=rank)
+    telemetry = [{"time": 1000.0 - i, "gpus": [
+        {"index": g, "sm_clock": 1980, "throttle": ["sw_power_cap"] if g == 1 and i % 5 < 2 else []}
+        for g in range(4)]} for i in range(60)]
+    found = R.find_straggler(R.rank_stats(R.read_rank_files(tmp_path)), telemetry)
+    assert found is not None and found.rank == 1
+    assert found.cause == "GPU 1 power-capped 40 % of the last minute"
+
+
+def test_ranks_that_wait_alike_have_no_straggler(tmp_path: Path) -> None:
+    for rank in range(3):
+        _rank_file(tmp_path, rank, busy=6.0 + 0.1 * rank, data=0.1)
+    assert R.find_straggler(R.rank_stats(R.read_rank_files(tmp_path))) is None
+
+
+def test_watchdog_follows_the_runs_own_rhythm_and_is_not_fooled_by_an_eval() -> None:
+    assert not R.judge_stall(100.0, 0.5, 104.9, factor=10, floor_s=1).stalled
+    v = R.judge_stall(100.0, 0.5, 105.1, factor=10, floor_s=1)
+    assert v.stalled and v.limit_s == pytest.approx(5.0) and "5 s" in v.why
+    # an eval that the log announces: judged against the longest eval so far, not the step time
+    assert not R.judge_stall(100.0, 0.5, 160.0, factor=10, floor_s=1, in_eval=True, longest_eval_s=8).stalled
+    assert R.judge_stall(100.0, 0.5, 181.0, factor=10, floor_s=1, in_eval=True, longest_eval_s=8).stalled
+    # the first eval of a run: a generous floor, never the step time
+    assert not R.judge_stall(100.0, 0.5, 200.0, in_eval=True).stalled
+    assert not R.judge_stall(None, 0.5, 1e9).stalled
+
+
+def _torchrun(tmp_path: Path, *drill: str) -> subprocess.Popen[str]:
+    run = tmp_path / "run"
+    run.mkdir()
+    argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+            str(WORKLOADS / "mlp.py"), *TINY_MLP, *drill, "--mllog", str(run / layout.MLLOG_FILE)]
+    return subprocess.Popen(argv, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+
+
+def _end(proc: subprocess.Popen[str]) -> str:
+    """Stop torchrun and its workers (they may have left its process group); return what they printed."""
+    try:
+        tree = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+    except psutil.NoSuchProcess:
+        tree = []
+    for p in tree:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            p.send_signal(signal.SIGKILL)
+    out, _ = proc.communicate(timeout=60)
+    return out
+
+
+@pytest.mark.slow
+def test_torchrun_slow_rank_is_named_with_its_data_wait(tmp_path: Path) -> None:
+    proc = _torchrun(tmp_path, "--max-epochs", "2", "--target", "2", "--slow-rank", "1:0.1:data")
+    try:
+        proc.wait(timeout=240)
+    finally:
+        out = _end(proc)
+    stats = R.rank_stats(R.read_rank_files(tmp_path / "run"))
+    # both epochs of both ranks timed (the target is out of reach, so the run trains to --max-epochs)
+    assert [s.rank for s in stats] == [0, 1] and all(s.steps == 2 * 4096 // 64 for s in stats), out[-3000:]
+    found = R.find_straggler(stats)
+    assert found is not None and found.rank == 1, [(s.rank, s.busy_s, s.data_share) for s in stats]
+    assert "waiting for data" in found.cause
+
+
+@pytest.mark.slow
+def test_torchrun_hung_rank_is_found_stalled_with_every_ranks_stack(tmp_path: Path) -> None:
+    if shutil.which("py-spy") is None:
+        pytest.skip('py-spy is not installed (pip install "perfwatch[diagnose]")')
+    proc = _torchrun(tmp_path, "--max-epochs", "50", "--target", "2", "--hang-rank", "1:20")
+    run = tmp_path / "run"
+    try:
+        verdict = None
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(1.0)
+            stats = R.rank_stats(R.read_rank_files(run))
+            if len(stats) == 2 and all(s.steps for s in stats):
+                verdict = R.run_stall(stats, time.time(), factor=10, floor_s=3)
+                if verdict.stalled:
+                    break
+        assert verdict is not None and verdict.stalled, _end(proc)[-3000:]
+        path = R.capture_stacks(run, stats, verdict, now=time.time(), host=os.uname().nodename)
+    finally:
+        out = _end(proc)
+    record = json.loads(path.read_text())
+    assert path.parent.name == layout.STACKS_DIR
+    assert record["stuck_ranks"] == [1] and record["waiting_ranks"] == [0], (record, out[-2000:])
+    by_rank = {r["rank"]: r for r in record["ranks"]}
+    frames = {rank: [f for t in r["threads"] for f in t["frames"]] for rank, r in by_rank.items()}
+    assert any(f.startswith("drill_batches") for f in frames[1])  # where the hung rank stopped
+    assert by_rank[0]["in_collective"] is True and by_rank[1]["in_collective"] is False
