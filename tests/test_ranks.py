@@ -23,7 +23,7 @@ import psutil
 import pytest
 
 from perfwatch.core import layout
-from perfwatch.core.measure import ranks as R
+from perfwatch.core.telemetry import ranks as R
 from perfwatch.instrument.ranks import RankTimer
 
 WORKLOADS = Path(__file__).resolve().parent.parent / "workloads"
@@ -183,3 +183,32 @@ def test_torchrun_hung_rank_is_found_stalled_with_every_ranks_stack(tmp_path: Pa
     frames = {rank: [f for t in r["threads"] for f in t["frames"]] for rank, r in by_rank.items()}
     assert any(f.startswith("drill_batches") for f in frames[1])  # where the hung rank stopped
     assert by_rank[0]["in_collective"] is True and by_rank[1]["in_collective"] is False
+
+
+@pytest.mark.slow
+def test_launch_marks_a_hung_torchrun_run_stalled_and_keeps_every_ranks_stacks(tmp_path: Path) -> None:
+    """The campaign owner's watchdog, end to end: `perfwatch launch --headless` on a 2-rank job whose
+    rank 1 hangs; the run turns `stalled` with the reason, the stacks are kept, the timeout ends it."""
+    campaign = tmp_path / "hang.yaml"
+    campaign.write_text(f"""
+name: hang
+logdir: {tmp_path / 'runs'}
+defaults: {{timeout: 30s, stall_after: 4s, grace: 2s, threads: 1}}
+jobs:
+  - name: ddp
+    benchmark: mlp_regression
+    launcher: {{type: torchrun, nproc_per_node: 2}}
+    cmd: [python, {WORKLOADS / 'mlp.py'}, --no-flops]
+    args: {{--device: cpu, --hidden: 64, --depth: 2, --train-samples: 4096, --eval-samples: 512,
+            --batch-size: 64, --log-interval: 0.5, --target: 2, --max-epochs: 50, --hang-rank: "1:20"}}
+""")
+    proc = subprocess.run([sys.executable, "-m", "perfwatch", "launch", str(campaign), "--headless"],
+                          capture_output=True, text=True, timeout=180, cwd=tmp_path)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode != 0, out[-3000:]
+    assert "stalled" in out and "no step for" in out, out[-3000:]
+    run = tmp_path / "runs" / "ddp.r0"
+    captures = sorted((run / layout.STACKS_DIR).glob("*.json"))
+    assert len(captures) == 1, out[-3000:]  # once per stall
+    record = json.loads(captures[0].read_text())
+    assert record["stuck_ranks"] == [1] and record["waiting_ranks"] == [0]

@@ -60,7 +60,7 @@ SLURM_BATCH_FILE = ".slurm-batch.sh"
 RANKS_DIR = "ranks"  # one step-timing file per rank of a distributed run
 STACKS_DIR = "stacks"  # Python stacks of every rank, captured by the hang watchdog
 RUN_LOGS = (MLLOG_FILE, OUTPUT_FILE)  # what a run writes as it trains (its activity)
-RUN_FILES = (MLLOG_FILE, OUTPUT_FILE, EXIT_FILE, TELEMETRY_FILE)  # one attempt's files
+RUN_FILES = (MLLOG_FILE, OUTPUT_FILE, EXIT_FILE, TELEMETRY_FILE, RANKS_DIR, STACKS_DIR)  # one attempt's files and folders
 OWN_FILES = frozenset({REGISTRY_FILE, TELEMETRY_FILE, EXIT_FILE})  # perfwatch's records, never mllog
 
 _LOG_SUFFIXES = (".txt", ".log")

@@ -152,7 +152,7 @@ def activity(run_dir: Path) -> tuple[float, ...]:
 
 
 def archive_attempt(run_dir: Path, attempt: int) -> list[str]:
-    """Keep an earlier attempt's files as `.attempt-N.<name>` (hidden: not read as a new run)."""
+    """Keep an earlier attempt's files and folders as `.attempt-N.<name>` (hidden: not read as a new run)."""
     kept = []
     for name in RUN_FILES:
         src = run_dir / name

@@ -11,8 +11,10 @@ from their `exit.json`, queued ones start as if nothing had happened.
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import socket
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -31,6 +33,7 @@ from perfwatch.core.control.controller import ProcInfo, RunState, take_requests
 from perfwatch.core.control.paths import UnsafePath, run_folder
 from perfwatch.core.ingest.tail import cached_last_lines
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, REGISTRY_FILE, run_dir
+from perfwatch.core.telemetry import ranks
 
 
 def storage_problem(exc: OSError) -> str:
@@ -42,7 +45,10 @@ def storage_problem(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
+log = logging.getLogger(__name__)
+
 TRACK_EVERY = 1.0  # s between snapshots of a live run's process tree
+RANKS_EVERY = 2.0  # s between two looks at a run's rank files (the hang watchdog)
 AT_TARGET_GRACE = 3.0  # s a workload gets to stop by itself after its log says target reached
 
 
@@ -69,6 +75,9 @@ class _Run:
     target_seen_at: float | None = None
     priority: bool = False
     tracked_at: float = 0.0
+    ranks_at: float = 0.0  # when its rank files are next read
+    rank_timed: bool = False  # it writes rank files: the hang watchdog judges it by its steps
+    capture: threading.Thread | None = None  # the current stall's stack capture
 
 
 def exit_state(code: int, *, unknown: bool, intent: RunState | None, reason: str | None,
@@ -348,6 +357,7 @@ class Scheduler:
         run.attempt += 1
         run.proc, run.exit_code, run.started_at, run.ended_at = None, None, None, None
         run.intent, run.stalled, run.target_seen_at, run.paused_total = None, False, None, 0.0
+        run.rank_timed, run.ranks_at = False, 0.0
         run.priority = True
         self._set(run, RunState.QUEUED, f"restart: attempt {run.attempt}")
 
@@ -465,7 +475,10 @@ class Scheduler:
             if now - run.target_seen_at >= AT_TARGET_GRACE:
                 self.stop(spec.run_id, intent=RunState.SUCCEEDED, reason="target reached; stopped by perfwatch")
                 return
-        if spec.stall_after is not None:
+        if now >= run.ranks_at:
+            run.ranks_at = now + RANKS_EVERY
+            self._watch_ranks(run)
+        if spec.stall_after is not None and not run.rank_timed:
             sig = launch.activity(run_dir(self.logdir, run.spec.run_id))
             if sig != run.activity:
                 run.activity, run.active_at = sig, now
@@ -476,6 +489,34 @@ class Scheduler:
                 run.stalled = True
                 self._set(run, RunState.STALLED, f"no output for {spec.stall_after:g}s")
 
+    def _watch_ranks(self, run: _Run) -> None:
+        """The hang watchdog for a run that writes rank files: stalled when its steps stop for longer
+        than its own rhythm allows (core/telemetry/ranks.py); every rank's stacks captured once."""
+        folder = run_dir(self.logdir, run.spec.run_id)
+        stats = ranks.rank_stats(ranks.read_rank_files(folder), time.time())
+        if not stats:
+            return
+        run.rank_timed = True
+        floor = run.spec.stall_after if run.spec.stall_after is not None else ranks.STALL_FLOOR_S
+        verdict = ranks.run_stall(stats, time.time(), floor_s=floor)
+        if verdict.stalled and not run.stalled:
+            run.stalled = True
+            self._set(run, RunState.STALLED, verdict.why)
+            host = socket.gethostname()
+            run.capture = threading.Thread(target=self._capture, args=(folder, stats, verdict, host),
+                                           name=f"perfwatch-stacks-{run.spec.run_id}", daemon=True)
+            run.capture.start()
+        elif run.stalled and not verdict.stalled:
+            run.stalled = False
+            self._set(run, RunState.RUNNING, None)
+
+    @staticmethod
+    def _capture(folder: Path, stats: list[ranks.RankStats], verdict: ranks.StallVerdict, host: str) -> None:
+        try:
+            ranks.capture_stacks(folder, stats, verdict, now=time.time(), host=host)
+        except OSError as exc:  # a full or read-only LOGDIR: the stall itself is still shown
+            log.warning("cannot keep the stacks of %s: %s", folder, exc)
+
     def _finish(self, run: _Run, code: int, now: float) -> None:
         assert run.proc is not None
         run.proc.cleanup()  # nothing of the run left behind (local: its group and escapees; Slurm: the job)
@@ -484,7 +525,7 @@ class Scheduler:
         run.record.cache_clear = clear if isinstance(clear, dict) else None  # this attempt's cache clear: argv, exit status, times
         state, reason = exit_state(code, unknown=run.proc.unknown, intent=run.intent, reason=run.reason, cache_clear=clear)
         if run.stalled and state is not RunState.SUCCEEDED:
-            reason = f"{reason}; had no output for {run.spec.stall_after:g}s"
+            reason = f"{reason}; had stalled" if run.rank_timed else f"{reason}; had no output for {run.spec.stall_after:g}s"
         run.slot = None
         self._set(run, state, reason)
 
