@@ -154,6 +154,21 @@ def test_torchrun_slow_rank_is_named_with_its_data_wait(tmp_path: Path) -> None:
     found = R.find_straggler(stats)
     assert found is not None and found.rank == 1, [(s.rank, s.busy_s, s.data_share) for s in stats]
     assert "waiting for data" in found.cause
+    # `report` shows the same ranks: medians as the raw records give them, the slowest rank marked
+    raw = {}
+    for rank in (0, 1):
+        lines = layout.rank_file(tmp_path / "run", rank).read_text().splitlines()
+        raw[rank] = [d for rec in map(json.loads, lines) if rec["kind"] == "steps" for d in rec["step_s"]]
+    rep = subprocess.run([sys.executable, "-m", "perfwatch", "report", str(tmp_path / "run"), "--format", "json"],
+                         capture_output=True, text=True, timeout=120)
+    body = json.loads(rep.stdout)["ranks"]["run"]
+    assert [r["rank"] for r in body["ranks"]] == [0, 1]
+    for row in body["ranks"]:
+        assert row["step_median_ms"] == pytest.approx(statistics.median(raw[row["rank"]]) * 1e3)
+    assert body["straggler"]["rank"] == 1 and "waiting for data" in body["straggler"]["cause"]
+    table = subprocess.run([sys.executable, "-m", "perfwatch", "report", str(tmp_path / "run")],
+                           capture_output=True, text=True, timeout=120).stdout
+    assert "RANKS" in table and "slowest" in table and "straggler rank 1" in table
 
 
 @pytest.mark.slow

@@ -71,12 +71,17 @@ def run(args: argparse.Namespace) -> int:
         except OSError as exc:
             print(f"perfwatch report: --mila-json {args.mila_json}: {exc.strerror or exc}", file=sys.stderr)
             return 2
+    from perfwatch.core.results import ranks as rank_mod
+
+    ranked = rank_mod.ranked_runs(book.views())
     if args.format == "json":
         import json
 
         body = rep.as_dict()
         if grid is not None:
             body["baseline_grid"] = grid
+        if ranked:
+            body["ranks"] = rank_mod.ranks_json(ranked)
         print(json.dumps(body, indent=2, default=str))
         return 0
     if args.format == "html":
@@ -88,6 +93,9 @@ def run(args: argparse.Namespace) -> int:
     if grid is not None:
         print()
         echo(render_grid(grid))
+    if ranked and args.format in ("table", "markdown"):
+        print()
+        echo(rank_mod.render_ranks(ranked, args.format))
     return 0
 
 

@@ -401,3 +401,63 @@ def capture_stacks(run_folder: Path | str, stats: Sequence[RankStats], verdict: 
     path.parent.mkdir(parents=True, exist_ok=True)
     layout.write_json_atomic(path, record)
     return path
+
+
+# ---- one summary for every front end -------------------------------------------------------------------
+@dataclass(frozen=True)
+class RankReport:
+    """A distributed run's ranks as every front end shows them (the TUI's rank view, `report`,
+    `--headless`, the metrics endpoint)."""
+
+    ranks: tuple[RankStats, ...]
+    straggler: Straggler | None
+    captures: tuple[Path, ...]  # stacks/<stamp>.json files, oldest first
+
+    def latest_capture(self) -> dict[str, Any] | None:
+        """The newest stack capture, parsed (None: none, or unreadable)."""
+        for path in reversed(self.captures):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+            except (OSError, ValueError):
+                continue
+            if isinstance(data, dict):
+                return data
+        return None
+
+
+def _telemetry_tail(path: Path, max_bytes: int = 1 << 20) -> list[dict[str, Any]]:
+    """The last records of a telemetry.jsonl (its last MiB: about the last minute of a large job)."""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, 2)
+            size = fh.tell()
+            fh.seek(max(0, size - max_bytes))
+            data = fh.read()
+    except OSError:
+        return []
+    if size > max_bytes:
+        data = data.partition(b"\n")[2]
+    out = []
+    for line in data.splitlines():
+        try:
+            rec = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(rec, dict):
+            out.append(rec)
+    return out
+
+
+def rank_report(run_folder: Path | str, now: float | None = None) -> RankReport | None:
+    """The ranks of the run in `run_folder`, or None when it writes no rank files."""
+    folder = Path(run_folder)
+    files = read_rank_files(folder)
+    if not files:
+        return None
+    stats = rank_stats(files, now)
+    telemetry = _telemetry_tail(folder / layout.TELEMETRY_FILE)
+    try:
+        captures = tuple(sorted((folder / layout.STACKS_DIR).glob("*.json")))
+    except OSError:
+        captures = ()
+    return RankReport(tuple(stats), find_straggler(stats, telemetry, now), captures)
