@@ -227,3 +227,39 @@ jobs:
     assert len(captures) == 1, out[-3000:]  # once per stall
     record = json.loads(captures[0].read_text())
     assert record["stuck_ranks"] == [1] and record["waiting_ranks"] == [0]
+
+
+async def test_rank_view_shows_each_rank_marks_the_straggler_and_shows_the_stacks(tmp_path: Path) -> None:
+    """The real app over a folder with a distributed run: `d` opens its ranks, `x` the captured stacks."""
+    from tests.ui_helpers import attach_app, mllog, screen_text, until
+
+    run = tmp_path / "ddp.r0"
+    run.mkdir()
+    (run / layout.MLLOG_FILE).write_text(mllog("run_start", t=1000) + mllog("tracked_stats", {"throughput": 5.0},
+                                                                            t=2000, step=1, samples_count=64))
+    for rank in range(4):
+        _rank_file(run, rank, busy=9.0 if rank == 2 else 6.0, data=3.0 if rank == 2 else 0.1)
+    capture = {"verdict": "stalled: no step for 95 s (limit 30 s)", "stuck_ranks": [2], "waiting_ranks": [0, 1, 3],
+               "flight_recorder": [], "ranks": [
+                   {"rank": 2, "pid": 12, "node": "n1", "phase": "data", "threads": [
+                       {"name": "MainThread", "frames": ["drill_batches (harness.py:280)", "<module> (mlp.py:9)"]}]},
+                   {"rank": 0, "pid": 10, "node": "n1", "phase": "compute", "threads": [
+                       {"name": "MainThread", "frames": ["_engine_run_backward (graph.py:8)"]}]}]}
+    stacks = layout.stacks_file(run, "20261126T000000Z")
+    stacks.parent.mkdir()
+    stacks.write_text(json.dumps(capture))
+    app = attach_app(tmp_path, theme="dark")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: "ddp.r0" in screen_text(app), "the run")
+        await pilot.press("d")
+        await until(pilot, lambda: "◀ slowest" in screen_text(app), "the rank table")
+        text = screen_text(app)
+        assert "straggler: rank 2: busy +50 %" in text and "30 % of its time waiting for data" in text
+        rows = [line for line in text.splitlines() if " n1 " in line]
+        assert len(rows) == 4 and "◀ slowest" in rows[2]
+        await pilot.press("x")
+        await until(pilot, lambda: "drill_batches (harness.py:280)" in screen_text(app), "the stacks")
+        text = screen_text(app)
+        assert "rank 2 (STUCK)" in text and text.index("rank 2 (STUCK)") < text.index("rank 0 (waiting)")
+        await pilot.press("escape")
+        await until(pilot, lambda: "◀ slowest" not in screen_text(app), "back to the runs")

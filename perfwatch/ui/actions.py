@@ -47,6 +47,8 @@ ACTIONS: tuple[UiAction, ...] = (
              "main", show=False),
     UiAction("main.groups", "groups", "g", "groups", "campaign view: groups, scores, baseline", "main",
              show=False),
+    UiAction("main.ranks", "ranks", "d", "ranks", "ranks of the selected distributed run: straggler, stacks",
+             "main", show=False),
     UiAction("run.pause", "pause_resume", "p", "pause", "pause/resume the selected run",
              "main", verbs=("pause", "resume")),
     UiAction("run.stop", "stop", "s", "stop", "stop the selected run (SIGTERM, then SIGKILL)", "main",

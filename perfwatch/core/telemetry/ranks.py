@@ -243,15 +243,22 @@ def _gpu_minute(telemetry: Iterable[Mapping[str, Any]], now: float | None, windo
             if not isinstance(g, dict):
                 continue
             key = str(g["uuid"]) if isinstance(g.get("uuid"), str) else f"index:{g.get('index')}"
-            c = counts.setdefault(key, {"n": 0, "reasons": {}, "clocks": [], "index": g.get("index")})
+            c = counts.setdefault(key, {"n": 0, "reasons": {}, "clocks": [], "utils": [], "mems": [],
+                                        "index": g.get("index")})
             c["n"] += 1
+            if _finite(g.get("util_sm")):
+                c["utils"].append(float(g["util_sm"]))
+            if _finite(g.get("mem_used")):
+                c["mems"].append(float(g["mem_used"]))
             for r in g.get("throttle") or ():
                 if r in SLOWDOWN_REASONS:
                     c["reasons"][r] = c["reasons"].get(r, 0) + 1
             if _finite(g.get("sm_clock")):
                 c["clocks"].append(float(g["sm_clock"]))
     return {k: {"index": c["index"], "reasons": {r: n / c["n"] for r, n in c["reasons"].items()},
-                "sm_clock": statistics.median(c["clocks"]) if c["clocks"] else None}
+                "sm_clock": statistics.median(c["clocks"]) if c["clocks"] else None,
+                "util": statistics.fmean(c["utils"]) if c["utils"] else None,
+                "mem_used": max(c["mems"]) if c["mems"] else None}
             for k, c in counts.items() if c["n"]}
 
 
@@ -412,6 +419,8 @@ class RankReport:
     ranks: tuple[RankStats, ...]
     straggler: Straggler | None
     captures: tuple[Path, ...]  # stacks/<stamp>.json files, oldest first
+    # by rank: its GPU over the last minute (index, util %, sm_clock MHz, mem_used bytes, reasons {name: share})
+    gpus: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
     def latest_capture(self) -> dict[str, Any] | None:
         """The newest stack capture, parsed (None: none, or unreadable)."""
@@ -460,4 +469,6 @@ def rank_report(run_folder: Path | str, now: float | None = None) -> RankReport 
         captures = tuple(sorted((folder / layout.STACKS_DIR).glob("*.json")))
     except OSError:
         captures = ()
-    return RankReport(tuple(stats), find_straggler(stats, telemetry, now), captures)
+    minute = _gpu_minute(telemetry, now, WINDOW_S)
+    gpus = {s.rank: minute[key] for s in stats if (key := _gpu_key(s, minute)) is not None}
+    return RankReport(tuple(stats), find_straggler(stats, telemetry, now), captures, gpus)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Iterable
+from pathlib import Path
 
 from textual import events
 from textual.app import ComposeResult
@@ -20,6 +21,7 @@ from textual.widgets import Footer, Input, Static
 
 from perfwatch.core.control.controller import ProcInfo
 from perfwatch.core.engine import LiveEngine, LiveSnapshot, Update
+from perfwatch.core.layout import run_dir
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.groups import group_runs
 from perfwatch.core.results.summary import group_of
@@ -29,6 +31,7 @@ from perfwatch.ui.messages import EngineUpdated
 from perfwatch.ui.screens.compare import CompareScreen
 from perfwatch.ui.screens.dialogs import ConfirmScreen
 from perfwatch.ui.screens.groups import GroupsScreen
+from perfwatch.ui.screens.ranks import RanksScreen
 from perfwatch.ui.widgets import DetailPane, DevicePanel, RunsTable, RunTelemetry
 
 
@@ -298,6 +301,14 @@ class MainScreen(Screen[None]):
 
     def action_groups(self) -> None:
         self.app.push_screen(GroupsScreen(self.engine, self.engine.session.baseline))
+
+    def action_ranks(self) -> None:
+        rid = self._selected
+        if rid is None:
+            return
+        view = self.snapshot.views.get(rid) if self.snapshot is not None else None
+        folder = Path(view.path).parent if view is not None else run_dir(self.engine.session.logdir, rid)
+        self.app.push_screen(RanksScreen(rid, folder))
 
     def action_cycle_sort(self) -> None:
         self.query_one(RunsTable).action_cycle_sort()
