@@ -143,6 +143,8 @@ BAD = [
     ("jobs:\n" + OK_JOB + OK_JOB, 4, "jobs[1].name", "duplicate job name (first on line 2)"),
     ("jobs:\n" + OK_JOB + "    timeout: soon\n", 4, "jobs[0].timeout", "expected a duration"),
     ("defaults: {stall_after: 5 minutes}\njobs:\n" + OK_JOB, 1, "defaults.stall_after", "expected a duration"),
+    ("defaults: {stall_factor: 1}\njobs:\n" + OK_JOB, 1, "defaults.stall_factor", "expected a number from 2 to 1000"),
+    ("defaults: {on_stall: reboot}\njobs:\n" + OK_JOB, 1, "defaults.on_stall", "expected one of capture, stop, restart"),
     ("jobs:\n" + OK_JOB + "    target: {value: high}\n", 4, "jobs[0].target.value", "expected a number"),
     ("jobs:\n" + OK_JOB + "    target: {key: eval_accuracy}\n", 4, "jobs[0].target", "missing key 'value'"),
     ("jobs:\n" + OK_JOB + "    exit_at_target: maybe\n", 4, "jobs[0].exit_at_target", "expected true or false"),

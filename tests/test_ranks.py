@@ -203,12 +203,13 @@ def test_torchrun_hung_rank_is_found_stalled_with_every_ranks_stack(tmp_path: Pa
 @pytest.mark.slow
 def test_launch_marks_a_hung_torchrun_run_stalled_and_keeps_every_ranks_stacks(tmp_path: Path) -> None:
     """The campaign owner's watchdog, end to end: `perfwatch launch --headless` on a 2-rank job whose
-    rank 1 hangs; the run turns `stalled` with the reason, the stacks are kept, the timeout ends it."""
+    rank 1 hangs; the run turns `stalled` with the reason, the stacks are kept, then `on_stall: stop`
+    ends it (long before its timeout)."""
     campaign = tmp_path / "hang.yaml"
     campaign.write_text(f"""
 name: hang
 logdir: {tmp_path / 'runs'}
-defaults: {{timeout: 30s, stall_after: 4s, grace: 2s, threads: 1}}
+defaults: {{timeout: 150s, stall_after: 4s, stall_factor: 5, on_stall: stop, grace: 2s, threads: 1}}
 jobs:
   - name: ddp
     benchmark: mlp_regression
@@ -222,6 +223,7 @@ jobs:
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
     assert "stalled" in out and "no step for" in out, out[-3000:]
+    assert "stopped by the hang watchdog (on_stall: stop)" in out and "timeout" not in out, out[-3000:]
     run = tmp_path / "runs" / "ddp.r0"
     captures = sorted((run / layout.STACKS_DIR).glob("*.json"))
     assert len(captures) == 1, out[-3000:]  # once per stall

@@ -25,6 +25,7 @@ from perfwatch.core.control.job_settings import (
     CACHE_CLEAR_TIMEOUT,
     RUN_FIELDS,
     SETTING_KEYS,
+    STALL_FACTOR,
     Settings,
     argv_list,
     check_template,
@@ -92,6 +93,8 @@ class RunSpec:
     # the campaign's peak for MFU: {device name pattern or "*": {dtype or "*": FLOP/s}} (job_settings.peak_flops)
     peak_flops: dict[str, dict[str, float]] | None = None
     mlperf: StandsFor | None = None  # the MLPerf benchmark the job stands for (job key `mlperf`)
+    stall_factor: float = STALL_FACTOR  # the hang watchdog: stalled after this many step times
+    on_stall: str = "capture"  # ... and then: capture the stacks, also stop, or also restart
 
 
 @dataclass(frozen=True)
@@ -330,7 +333,7 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
                 target=s.target, exit_at_target=s.exit_at_target, isolate=s.isolate,
                 flops_per_sample=s.flops_per_sample, launcher=launcher, grid=grid,
                 cache_clear_cmd=clear, cache_clear_timeout=s.cache_clear_timeout, devices_note=devices_note,
-                peak_flops=s.peak_flops, mlperf=s.mlperf,
+                peak_flops=s.peak_flops, mlperf=s.mlperf, stall_factor=s.stall_factor, on_stall=s.on_stall,
             ))
     return runs
 

@@ -17,7 +17,7 @@ from perfwatch.core.mlperf.targets import Target, training_rulesets
 
 SETTING_KEYS = (
     "benchmark", "repeat", "seed", "seeds", "env", "cwd", "target", "exit_at_target", "timeout",
-    "stall_after", "devices", "precision", "flops_per_sample", "threads", "isolate", "grace",
+    "stall_after", "stall_factor", "on_stall", "devices", "precision", "flops_per_sample", "threads", "isolate", "grace",
     "cache_clear_cmd", "cache_clear_timeout", "peak_flops", "mlperf",
 )
 CACHE_CLEAR_KEYS = ("cache_clear_cmd", "cache_clear_timeout")  # also allowed at the top level
@@ -27,6 +27,8 @@ MLPERF_KEYS = ("benchmark", "ruleset", "division")
 RUN_FIELDS = ("seed", "index", "run_id", "name", "job")
 PRECISIONS = ("fp32", "fp16", "bf16", "amp", "tf32", "fp8")
 ISOLATE = ("none", "per_device")
+ON_STALL = ("capture", "stop", "restart")  # what the hang watchdog does after capturing the stacks
+STALL_FACTOR = 10.0  # stalled after this many times the run's own step time
 # set by perfwatch for every run: a campaign cannot set them (silently overriding would lie)
 RESERVED_ENV = {
     "PERFWATCH_MLLOG": "perfwatch points it at the run's own mllog.txt",
@@ -52,6 +54,8 @@ class Settings:
     exit_at_target: bool = False
     timeout: float | None = None
     stall_after: float | None = None
+    stall_factor: float = STALL_FACTOR
+    on_stall: str = "capture"
     devices: int | None = None  # GPUs per run; None = auto (resolved against the host's GPUs)
     devices_y: Y | None = None
     precision: str | None = None
@@ -162,6 +166,14 @@ def settings(m: dict[str, Y], base: Settings) -> Settings:
             s.timeout = y.duration()
         elif key == "stall_after":
             s.stall_after = y.duration()
+        elif key == "stall_factor":
+            s.stall_factor = y.number()
+            if not 2 <= s.stall_factor <= 1000:
+                raise y.error(f"expected a number from 2 to 1000 (times the run's step time), got {y.text()!r}")
+        elif key == "on_stall":
+            s.on_stall = y.string()
+            if s.on_stall not in ON_STALL:
+                raise y.error(f"expected one of {', '.join(ON_STALL)}, got {s.on_stall!r}")
         elif key == "grace":
             s.grace = y.duration() or 0.0
         elif key == "cache_clear_cmd":

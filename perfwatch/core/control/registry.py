@@ -31,7 +31,7 @@ import psutil
 
 from perfwatch.core.control import trust
 from perfwatch.core.control.campaign import Campaign, Launcher, RunSpec
-from perfwatch.core.control.job_settings import CACHE_CLEAR_TIMEOUT
+from perfwatch.core.control.job_settings import CACHE_CLEAR_TIMEOUT, STALL_FACTOR
 from perfwatch.core.control.paths import run_id_problem
 from perfwatch.core.control.states import RunState
 from perfwatch.core.ingest.discover import open_regular
@@ -105,6 +105,8 @@ class RunRecord(msgspec.Struct, kw_only=True):
     cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
     devices_note: str | None = None
     mlperf: StandsFor | None = None  # the MLPerf benchmark the job stands for (campaign key `mlperf`)
+    stall_factor: float = STALL_FACTOR
+    on_stall: str = "capture"
     # -- the process, as the scheduler last wrote it --
     state: RunState = RunState.QUEUED
     attempt: int = 1
@@ -139,6 +141,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
             flops_per_sample=spec.flops_per_sample, peak_flops=spec.peak_flops, launcher=spec.launcher,
             grid=dict(spec.grid), cache_clear_cmd=list(spec.cache_clear_cmd) if spec.cache_clear_cmd else None,
             cache_clear_timeout=spec.cache_clear_timeout, devices_note=spec.devices_note, mlperf=spec.mlperf,
+            stall_factor=spec.stall_factor, on_stall=spec.on_stall,
         )
 
     def spec(self) -> RunSpec:
@@ -151,6 +154,7 @@ class RunRecord(msgspec.Struct, kw_only=True):
             flops_per_sample=self.flops_per_sample, peak_flops=self.peak_flops, launcher=self.launcher,
             grid=dict(self.grid), cache_clear_cmd=tuple(self.cache_clear_cmd) if self.cache_clear_cmd else None,
             cache_clear_timeout=self.cache_clear_timeout, devices_note=self.devices_note, mlperf=self.mlperf,
+            stall_factor=self.stall_factor, on_stall=self.on_stall,
         )
 
 

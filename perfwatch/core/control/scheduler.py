@@ -78,6 +78,8 @@ class _Run:
     ranks_at: float = 0.0  # when its rank files are next read
     rank_timed: bool = False  # it writes rank files: the hang watchdog judges it by its steps
     capture: threading.Thread | None = None  # the current stall's stack capture
+    captured: bool = False  # ... finished, and `on_stall` was acted on
+    restart_on_end: bool = False  # on_stall: restart, once the stalled attempt has ended
 
 
 def exit_state(code: int, *, unknown: bool, intent: RunState | None, reason: str | None,
@@ -357,7 +359,7 @@ class Scheduler:
         run.attempt += 1
         run.proc, run.exit_code, run.started_at, run.ended_at = None, None, None, None
         run.intent, run.stalled, run.target_seen_at, run.paused_total = None, False, None, 0.0
-        run.rank_timed, run.ranks_at = False, 0.0
+        run.rank_timed, run.ranks_at, run.capture, run.captured = False, 0.0, None, False
         run.priority = True
         self._set(run, RunState.QUEUED, f"restart: attempt {run.attempt}")
 
@@ -498,17 +500,29 @@ class Scheduler:
             return
         run.rank_timed = True
         floor = run.spec.stall_after if run.spec.stall_after is not None else ranks.STALL_FLOOR_S
-        verdict = ranks.run_stall(stats, time.time(), floor_s=floor)
+        if run.capture is not None and not run.capture.is_alive() and not run.captured:
+            run.captured = True
+            self._after_capture(run)
+        verdict = ranks.run_stall(stats, time.time(), factor=run.spec.stall_factor, floor_s=floor)
         if verdict.stalled and not run.stalled:
             run.stalled = True
             self._set(run, RunState.STALLED, verdict.why)
             host = socket.gethostname()
             run.capture = threading.Thread(target=self._capture, args=(folder, stats, verdict, host),
                                            name=f"perfwatch-stacks-{run.spec.run_id}", daemon=True)
+            run.captured = False
             run.capture.start()
         elif run.stalled and not verdict.stalled:
             run.stalled = False
             self._set(run, RunState.RUNNING, None)
+
+    def _after_capture(self, run: _Run) -> None:
+        """`on_stall: stop|restart`: end the stalled attempt once its stacks are kept."""
+        if run.spec.on_stall == "capture" or not run.stalled:
+            return
+        run.restart_on_end = run.spec.on_stall == "restart"
+        self.stop(run.spec.run_id, intent=RunState.FAILED,
+                  reason=f"{run.reason}; stopped by the hang watchdog (on_stall: {run.spec.on_stall})")
 
     @staticmethod
     def _capture(folder: Path, stats: list[ranks.RankStats], verdict: ranks.StallVerdict, host: str) -> None:
@@ -528,6 +542,9 @@ class Scheduler:
             reason = f"{reason}; had stalled" if run.rank_timed else f"{reason}; had no output for {run.spec.stall_after:g}s"
         run.slot = None
         self._set(run, state, reason)
+        if run.restart_on_end:
+            run.restart_on_end = False
+            self.restart(run.spec.run_id)
 
     def _busy(self) -> tuple[int, set[int], set[int]]:
         alive = [r for r in self.runs.values() if r.state.alive]
