@@ -203,8 +203,8 @@ def test_torchrun_hung_rank_is_found_stalled_with_every_ranks_stack(tmp_path: Pa
 @pytest.mark.slow
 def test_launch_marks_a_hung_torchrun_run_stalled_and_keeps_every_ranks_stacks(tmp_path: Path) -> None:
     """The campaign owner's watchdog, end to end: `perfwatch launch --headless` on a 2-rank job whose
-    rank 1 hangs; the run turns `stalled` with the reason, the stacks are kept, then `on_stall: stop`
-    ends it (long before its timeout)."""
+    rank 1 is slow, then hangs: the straggler is printed, the run turns `stalled` with the reason, the
+    stacks are kept, then `on_stall: stop` ends it (long before its timeout)."""
     campaign = tmp_path / "hang.yaml"
     campaign.write_text(f"""
 name: hang
@@ -216,12 +216,14 @@ jobs:
     launcher: {{type: torchrun, nproc_per_node: 2}}
     cmd: [python, {WORKLOADS / 'mlp.py'}, --no-flops]
     args: {{--device: cpu, --hidden: 64, --depth: 2, --train-samples: 4096, --eval-samples: 512,
-            --batch-size: 64, --log-interval: 0.5, --target: 2, --max-epochs: 50, --hang-rank: "1:20"}}
+            --batch-size: 64, --log-interval: 0.5, --target: 2, --max-epochs: 50,
+            --slow-rank: "1:0.1:data", --hang-rank: "1:100"}}
 """)
     proc = subprocess.run([sys.executable, "-m", "perfwatch", "launch", str(campaign), "--headless"],
                           capture_output=True, text=True, timeout=180, cwd=tmp_path)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0, out[-3000:]
+    assert "ranks     straggler rank 1: busy" in out and "waiting for data" in out, out[-3000:]
     assert "stalled" in out and "no step for" in out, out[-3000:]
     assert "stopped by the hang watchdog (on_stall: stop)" in out and "timeout" not in out, out[-3000:]
     run = tmp_path / "runs" / "ddp.r0"

@@ -15,6 +15,7 @@ the log watcher, the `RunBook`, controller polling, device telemetry and the sel
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -30,7 +31,7 @@ from perfwatch.core.control.controller import ClientController, Controller, Proc
 from perfwatch.core.control.scheduler import Scheduler, Untrusted
 from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.watch import LogWatcher
-from perfwatch.core.layout import RUN_LOGS, TELEMETRY_FILE
+from perfwatch.core.layout import RANKS_DIR, RUN_LOGS, TELEMETRY_FILE
 from perfwatch.core.measure.energy import EnergyFollower, RunEnergy
 from perfwatch.core.measure.eta import Eta, eta_to_target
 from perfwatch.core.measure.mfu import Mfu, Overrides, overrides_from_registry, run_mfu
@@ -40,6 +41,7 @@ from perfwatch.core.model.book import RunBook, iter_blocks
 from perfwatch.core.model.status import Counts, RunStatus, count, judge
 from perfwatch.core.model.view import RunView
 from perfwatch.core.telemetry.follow import TelemetryFollower
+from perfwatch.core.telemetry.ranks import RankReport, rank_report
 from perfwatch.core.telemetry.types import Sampler, Snapshot
 
 log = logging.getLogger(__name__)
@@ -223,6 +225,8 @@ class LiveSnapshot:
     figures: Mapping[str, RunFigures] = field(default_factory=lambda: _EMPTY)  # by run id, runs with a log
     # by run id: a restarted run's earlier attempts, oldest first (core/model/attempts.py)
     attempts: Mapping[str, tuple[Attempt, ...]] = field(default_factory=lambda: _EMPTY)
+    # by run id, runs that write rank files: per-rank timing and the straggler (core/telemetry/ranks.py)
+    ranks: Mapping[str, RankReport] = field(default_factory=lambda: _EMPTY)
 
     def run_ids(self) -> list[str]:
         """Every run known from its log or its process, logs' order first."""
@@ -267,6 +271,7 @@ class LiveEngine:
         control_interval: float = 0.5,
         follow_interval: float = 1.0,
         energy_interval: float = 2.0,
+        ranks_interval: float = 5.0,
         watch_min_interval: float = 0.0,
         watcher_factory: WatcherFactory | None = None,
     ) -> None:
@@ -279,6 +284,7 @@ class LiveEngine:
         self.control_interval = control_interval
         self.follow_interval = follow_interval
         self.energy_interval = energy_interval
+        self.ranks_interval = ranks_interval
         self.watch_min_interval = watch_min_interval
         self._watcher_factory = watcher_factory
         self.ready = threading.Event()  # set once the first full read of the logs has been applied
@@ -322,6 +328,9 @@ class LiveEngine:
         self._energy_followers: dict[str, EnergyFollower] = {}
         self._energy_keys: dict[str, tuple[object, ...]] = {}
         self._next_energy = 0.0
+        self._next_ranks = 0.0
+        self._ranks: dict[str, RankReport] = {}
+        self._ranks_keys: dict[str, tuple[object, ...]] = {}  # run -> its rank files' (name, size, mtime)
         self._statuses: dict[str, RunStatus] = {}
         self._figures: dict[str, RunFigures] = {}
         self._attempts: dict[str, tuple[Attempt, ...]] = {}
@@ -522,6 +531,9 @@ class LiveEngine:
         if self._views and now + ALIGN >= self._next_energy:
             self._next_energy = now + self.energy_interval
             changed |= self._update_energy()
+        if self._views and now + ALIGN >= self._next_ranks:
+            self._next_ranks = now + self.ranks_interval
+            changed |= self._update_ranks()
         selected = self._follow(want, changed, now, errors)
         errors = [e for e in errors if self._first_time(e)]
         self._errors.extend(errors)
@@ -580,6 +592,31 @@ class LiveEngine:
         self._eta_fitted[run_id] = now
         self._eta_due.pop(run_id, None)
         self._etas[run_id] = eta_to_target(view)
+
+    def _update_ranks(self) -> set[str]:
+        """Re-read the rank files of runs whose files changed (live runs are looked at every
+        `ranks_interval`; an ended run's report is kept as it was last read)."""
+        changed: set[str] = set()
+        for rid, view in self._views.items():
+            status = self._statuses.get(rid)
+            if rid in self._ranks_keys and status is not None and status.state.ended:
+                continue
+            folder = Path(view.path).parent / RANKS_DIR
+            try:
+                key = tuple(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in os.scandir(folder)))
+            except OSError:
+                key = ()
+            if self._ranks_keys.get(rid) == key:
+                continue
+            self._ranks_keys[rid] = key
+            report = rank_report(folder.parent) if key else None
+            if report is None:
+                if self._ranks.pop(rid, None) is not None:
+                    changed.add(rid)
+            elif self._ranks.get(rid) != report:
+                self._ranks[rid] = report
+                changed.add(rid)
+        return changed
 
     def _update_energy(self) -> set[str]:
         """Read what every run's telemetry.jsonl gained; recompute the energy of runs whose readings
@@ -670,6 +707,7 @@ class LiveEngine:
             errors=tuple(self._errors), ready=ready, energy=MappingProxyType(dict(self._energy)),
             statuses=MappingProxyType(dict(self._statuses)), counts=count(self._statuses.values()),
             figures=MappingProxyType(dict(self._figures)), attempts=MappingProxyType(dict(self._attempts)),
+            ranks=MappingProxyType(dict(self._ranks)),
         )
         with self._out_lock:
             first = self._snapshot is None

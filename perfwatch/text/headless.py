@@ -30,6 +30,7 @@ from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.run import RunView
 from perfwatch.core.model.status import Counts, RunStatus, State, count, judge
 from perfwatch.core.telemetry.jsonl import read_telemetry
+from perfwatch.core.telemetry.ranks import RankReport
 
 if TYPE_CHECKING:
     from perfwatch.core.model.view import EvalPoint
@@ -73,6 +74,7 @@ class _Printer:
         self.out, self.t0 = out, t0
         self.last: dict[str, tuple[str, str | None]] = {}
         self.energy_shown: set[str] = set()
+        self.stragglers: dict[str, tuple[int, str] | None] = {}  # run -> (rank, cause) last printed
         self.stopped: set[str] = set()  # runs whose run_stop was seen (their group's RCP projection printed)
         self.projected: dict[str, str] = {}  # group -> the RCP projection printed last
 
@@ -93,6 +95,16 @@ class _Printer:
 
     def line(self, text: str) -> None:
         print(f"[{_fmt_s(time.time() - self.t0):>7}] {text}", file=self.out, flush=True)
+
+    def ranks(self, ranks: Mapping[str, RankReport]) -> None:
+        """A line when a distributed run's straggler appears, changes rank or cause, or goes away."""
+        for rid, rep in ranks.items():
+            now = (rep.straggler.rank, rep.straggler.cause) if rep.straggler is not None else None
+            if self.stragglers.get(rid) == now or (now is None and rid not in self.stragglers):
+                continue
+            self.stragglers[rid] = now
+            text = f"straggler {rep.straggler.text}" if rep.straggler is not None else "no straggler any more"
+            self.line(f"{rid:<24} {'ranks':<9} {text}")
 
     def energy(self, energy: Mapping[str, RunEnergy]) -> None:
         """A line per run once its energy-to-train is final (run_stop logged, the samples reach it)."""
@@ -349,6 +361,7 @@ def follow_logs(session: Session, out: TextIO, *, tick: float = 0.25, status_eve
                     views = update.snapshot.views
                     logs.changes(views, update.changed, update.snapshot.etas)
                     printer.energy(update.snapshot.energy)
+                    printer.ranks(update.snapshot.ranks)
                 if time.time() >= next_status and engine.snapshot is not None:
                     logs.status(engine.snapshot.counts)
                     next_status = time.time() + status_every
@@ -391,6 +404,7 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
             printer.rcp(views)
             if snap is not None:
                 printer.energy(snap.energy)
+                printer.ranks(snap.ranks)
             problem = getattr(ctl, "write_error", None)  # the owner could not write perfwatch.json
             if problem != shown_problem:
                 printer.line(f"cannot write perfwatch.json: {problem}; the runs go on, retrying" if problem
