@@ -9,6 +9,7 @@ from textual.command import CommandPalette
 from textual.widgets import Input
 from ui_helpers import attach_app, screen_text, table, until
 
+from perfwatch.core.control.states import RunState, allowed
 from perfwatch.ui import actions, themes
 from perfwatch.ui.screens.dialogs import HelpScreen
 
@@ -20,10 +21,19 @@ def _config_home(tmp_path, monkeypatch):
     monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
 
 
-def test_every_action_has_one_id_and_one_key():
+def test_every_action_has_one_id_and_a_key_shared_only_by_run_actions_that_exclude_each_other():
     ids = [a.id for a in actions.ACTIONS]
-    keys = [k for a in actions.ACTIONS for k in a.key.split(",")]
-    assert len(set(ids)) == len(ids) and len(set(keys)) == len(keys)
+    assert len(set(ids)) == len(ids)
+    by_key: dict[str, list[actions.UiAction]] = {}
+    for a in actions.ACTIONS:
+        for key in a.key.split(","):
+            by_key.setdefault(key, []).append(a)
+    shared = {key: acts for key, acts in by_key.items() if len(acts) > 1}
+    assert set(shared) == {"p"}  # pause / resume
+    for acts in shared.values():
+        assert all(a.run_action for a in acts)
+        for state in RunState:  # never two of them for one run
+            assert sum(any(allowed(v, state) for v in a.verbs) for a in acts) <= 1
 
 
 async def test_help_and_footer_come_from_the_table(mlperf_logs):

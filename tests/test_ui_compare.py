@@ -73,3 +73,43 @@ async def test_campaign_view_scores_groups_and_compares_with_a_baseline(mlperf_l
         await until(pilot, lambda: app.screen.query_one(DataTable).row_count == 10, "its 10 runs")
         await pilot.press("escape", "escape")
         assert app.screen is app.main
+
+
+def _legend(plot) -> dict[str, object]:
+    """label -> colour of its legend entry, read from the drawn lines."""
+    out = {}
+    for y in range(plot.size.height):
+        for seg in plot.render_line(y):
+            text = seg.text.strip()
+            if text[:2] in ("━ ", "┅ "):
+                out[text[2:]] = seg.style.color
+    return out
+
+
+async def test_compare_gives_each_run_one_colour_in_every_plot_and_the_table(mlperf_logs):
+    from perfwatch.ui.widgets.plot import Plot
+
+    app = attach_app(mlperf_logs, theme="dark")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: len(table(app).visible_ids) == 35, "35 runs")
+        await pilot.press("g")
+        await until(pilot, lambda: isinstance(app.screen, GroupsScreen), "the campaign view")
+        screen = app.screen
+        await until(pilot, lambda: len(screen.rows) == 4, "four groups")
+        screen.query_one(DataTable).move_cursor(row=1)  # the MosaicML baseline: ten bert runs
+        await pilot.press("enter")
+        await until(pilot, lambda: isinstance(app.screen, CompareScreen), "the compare screen")
+        compare = app.screen
+        await until(pilot, lambda: compare.query_one(DataTable).row_count == 10, "its 10 runs")
+        await pilot.pause()
+        names = [f"result_{k}" for k in range(10)]
+        dt = compare.query_one(DataTable)
+        rows = [dt.get_row_at(i)[0] for i in range(10)]
+        assert [r.plain[2:] for r in rows] == names  # run-id order, numbers as numbers
+        evals = _legend(compare.query_one("#compare-eval", Plot))
+        rates = _legend(compare.query_one("#compare-throughput", Plot))
+        assert set(evals) == set(rates) == set(names)  # every name whole in both legends
+        assert evals == rates  # one colour per run in both plots
+        assert len(set(evals.values())) == 10
+        for row in rows:  # and the table's marker in the same colour
+            assert row.spans[0].style.color == evals[row.plain[2:]]

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import psutil
 import pytest
+from textual.command import CommandPalette
 from ui_helpers import WORKLOAD, screen_text, table, until
 
 from perfwatch.core.control.campaign import load_campaign
@@ -61,7 +63,7 @@ async def test_pause_resume_stop_restart_start_now_kill(session):
         assert table(app).selected == "spin.r0"
         # keys that do not apply are greyed out, not hidden
         assert app.main.check_action("start_now", ()) is None
-        assert app.main.check_action("pause_resume", ()) is True
+        assert app.main.check_action("pause", ()) is True
 
         await pilot.press("p")
         await until(pilot, lambda: _status(pid) == psutil.STATUS_STOPPED, "the process stopped (state T)")
@@ -73,7 +75,7 @@ async def test_pause_resume_stop_restart_start_now_kill(session):
         await pilot.press("down")  # the queued run
         assert table(app).selected == "spin.r1"
         assert app.main.check_action("start_now", ()) is True
-        assert app.main.check_action("pause_resume", ()) is None
+        assert app.main.check_action("pause", ()) is None
         await pilot.press("enter")
         await until(pilot, lambda: _proc(app, "spin.r1").state == "running", "spin.r1 started now")
         pid1 = _proc(app, "spin.r1").pid
@@ -81,10 +83,11 @@ async def test_pause_resume_stop_restart_start_now_kill(session):
         await pilot.press("s")
         await until(pilot, lambda: _proc(app, "spin.r1").state == "stopped", "spin.r1 stopped")
         assert _status(pid1) == "gone"
-        assert app.main.check_action("restart", ()) is True
+        await until(pilot, lambda: app.main.check_action("restart", ()) is True, "restart offered for spin.r1")
         await pilot.press("r")  # a new attempt, queued behind spin.r0 (max_parallel: 1)...
         await until(pilot, lambda: _proc(app, "spin.r1").attempt == 2, "spin.r1 attempt 2")
         assert _proc(app, "spin.r1").state == "queued"
+        await until(pilot, lambda: app.main.check_action("start_now", ()) is True, "start offered for attempt 2")
         await pilot.press("enter")  # ...unless started now
         await until(pilot, lambda: _proc(app, "spin.r1").state == "running", "spin.r1 restarted")
 
@@ -112,3 +115,90 @@ async def test_quit_leaves_runs_running_by_default(session):
     assert app.stop_runs_on_exit is False
     assert _status(_proc(app, "spin.r0").pid) in ("running", "sleeping")
     assert Path(os.fspath(session.logdir), "spin.r0", "mllog.txt").exists()
+
+
+async def _palette(pilot, app: PerfwatchApp, query: str, title: str) -> None:
+    """Open the command palette, type `query`, wait for the command `title`, run it."""
+    await pilot.press("ctrl+p")
+    await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the command palette")
+    await pilot.press(*query)
+    await until(pilot, lambda: title in screen_text(app), f"the command {title!r}")
+    await pilot.press("enter")
+    await until(pilot, lambda: not isinstance(app.screen, CommandPalette), "the palette closed")
+
+
+async def test_palette_runs_every_run_action_on_the_highlighted_run(session):
+    app = PerfwatchApp(session, theme="dark", control_interval=0.1)
+    async with app.run_test(size=(150, 40)) as pilot:
+        await until(pilot, lambda: app.main.check_action("pause", ()) is True, "spin.r0 running, pause offered")
+        pid = _proc(app, "spin.r0").pid
+        await until(pilot, lambda: table(app).row("spin.r0").cells["tp_now"] != "–", "spin.r0's live rate")
+
+        await _palette(pilot, app, "pause the", "pause the selected run (p): spin.r0")
+        await until(pilot, lambda: _status(pid) == psutil.STATUS_STOPPED, "spin.r0's process stopped")
+        await until(pilot, lambda: "‖ paused" in table(app).row("spin.r0").cells["state"], "the paused row")
+        assert table(app).row("spin.r0").cells["tp_now"] == "–"  # no live rate while paused
+        assert "samp/s – (paused)" in screen_text(app)
+        await until(pilot, lambda: "p resume" in screen_text(app), "the footer's `p resume`")
+        assert "p pause" not in screen_text(app)
+
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette), "the command palette")
+        await pilot.press(*"pause the")
+        await pilot.pause(0.3)
+        assert "pause the selected run (p)" not in screen_text(app)  # it is paused: resume is offered
+        await pilot.press("escape")
+        await _palette(pilot, app, "resume the", "resume the selected paused run (p): spin.r0")
+        await until(pilot, lambda: _status(pid) in ("running", "sleeping"), "spin.r0 resumed")
+        await until(pilot, lambda: "p pause" in screen_text(app), "the footer's `p pause` again")
+
+        await pilot.press("down")
+        await until(pilot, lambda: app.main.check_action("start_now", ()) is True, "start offered for spin.r1")
+        await _palette(pilot, app, "start the", "start the selected queued run now (enter): spin.r1")
+        await until(pilot, lambda: _proc(app, "spin.r1").state == "running", "spin.r1 started")
+        await until(pilot, lambda: app.main.check_action("stop", ()) is True, "stop offered for spin.r1")
+        await _palette(pilot, app, "stop the", "stop the selected run (SIGTERM, then SIGKILL) (s): spin.r1")
+        await until(pilot, lambda: _proc(app, "spin.r1").state == "stopped", "spin.r1 stopped")
+        assert _proc(app, "spin.r0").state == "running"
+        await until(pilot, lambda: app.main.check_action("restart", ()) is True, "restart offered for spin.r1")
+        await _palette(pilot, app, "restart the", "restart the selected run (a new attempt) (r): spin.r1")
+        await until(pilot, lambda: _proc(app, "spin.r1").attempt == 2, "spin.r1's second attempt")
+
+        await pilot.press("up")
+        await until(pilot, lambda: app.main.check_action("kill", ()) is True, "kill offered for spin.r0")
+        await _palette(pilot, app, "kill the", "kill the selected run (asks first) (k): spin.r0")
+        await until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the kill question")
+        assert "Kill spin.r0?" in screen_text(app)
+        await pilot.press("y")
+        await until(pilot, lambda: _proc(app, "spin.r0").state == "killed", "spin.r0 killed")
+
+
+async def test_keys_are_answered_while_a_controller_poll_is_slow(session, monkeypatch):
+    """A poll that takes seconds (Slurm's squeue may take up to 30 s) holds nothing the keys need: the
+    row says `stopping…` at once, the cursor moves during the poll, the stop shows once it is done."""
+    ctl = session.controller
+    real_poll = ctl.poll
+    slow, inside, release = threading.Event(), threading.Event(), threading.Event()
+
+    def poll() -> None:
+        if slow.is_set():
+            inside.set()
+            release.wait(10.0)  # the poll lasts until the test has pressed its keys
+            inside.clear()
+        real_poll()
+
+    monkeypatch.setattr(ctl, "poll", poll)
+    app = PerfwatchApp(session, theme="dark", control_interval=0.1)
+    async with app.run_test(size=(120, 40)) as pilot:
+        await until(pilot, lambda: app.main.check_action("stop", ()) is True, "spin.r0 running, stop offered")
+        slow.set()
+        await until(pilot, lambda: inside.is_set(), "a slow poll under way")
+        await pilot.press("s")
+        await until(pilot, lambda: table(app).row("spin.r0").cells["state"] == "stopping…", "the pending row")
+        await pilot.press("down")
+        assert table(app).selected == "spin.r1"
+        assert inside.is_set()  # all of this while the poll was still running
+        slow.clear()
+        release.set()
+        await until(pilot, lambda: _proc(app, "spin.r0").state == "stopped", "spin.r0 stopped")
+        await until(pilot, lambda: "stopped" in table(app).row("spin.r0").cells["state"], "the stopped row")

@@ -85,3 +85,33 @@ def test_ansi_filter_is_left_out_only_where_it_would_change_nothing() -> None:
     from textual.color import Color
     segs = [Segment("x", s) for s in rgb]
     assert [s.style for s in ansi.apply(segs, Color.parse("#000000"))] == [s.style for s in segs]
+
+
+async def test_numbered_series_keep_their_colour_and_the_legend_wraps():
+    """12 curves: colours 0-9 solid, 10 and 11 dashed in the colours of 0 and 1; every label whole."""
+    labels = [f"v2.1/MosaicML/result_{k}" for k in range(12)]
+    series = [Series(label, [(0.0, 0.1 * k), (10.0, 0.1 * k + 0.05)], k) for k, label in enumerate(labels)]
+    plot = Plot("eval")
+    async with _One(plot).run_test(size=(70, 16)) as pilot:
+        plot.set_series(series)
+        await pilot.pause()
+        lines = plot.text.splitlines()
+        legend_colours = {}
+        for y in range(plot.size.height):
+            for seg in plot.render_line(y):
+                for label in labels:
+                    if seg.text.strip().endswith(label) and seg.text.strip()[2:] == label:
+                        legend_colours[label] = (seg.text.strip()[0], seg.style.color)
+    assert set(legend_colours) == set(labels), lines  # no label cut
+    assert sum(1 for line in lines if "result_" in line) >= 3  # the legend took several lines
+    marks = [legend_colours[label][0] for label in labels]
+    colours = [legend_colours[label][1] for label in labels]
+    assert marks == ["━"] * 10 + ["┅"] * 2
+    assert len(set(colours[:10])) == 10
+    assert colours[10] == colours[0] and colours[11] == colours[1]
+
+
+def test_a_dashed_series_leaves_gaps():
+    solid, _ = raster([[(0.0, 0.5), (1.0, 0.5)]], 20, 1, 0.0, 1.0, 0.0, 1.0)
+    gappy, _ = raster([[(0.0, 0.5), (1.0, 0.5)]], 20, 1, 0.0, 1.0, 0.0, 1.0, gaps=[True])
+    assert all(solid[0]) and not all(gappy[0]) and any(gappy[0])

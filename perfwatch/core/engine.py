@@ -20,6 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -29,6 +30,7 @@ from perfwatch.core.control import registry
 from perfwatch.core.control.campaign import Campaign
 from perfwatch.core.control.controller import ClientController, Controller, ProcInfo
 from perfwatch.core.control.scheduler import Scheduler, Untrusted
+from perfwatch.core.control.states import ACTIONS, RunState
 from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.watch import LogWatcher
 from perfwatch.core.layout import RANKS_DIR, RUN_LOGS, TELEMETRY_FILE
@@ -227,6 +229,8 @@ class LiveSnapshot:
     attempts: Mapping[str, tuple[Attempt, ...]] = field(default_factory=lambda: _EMPTY)
     # by run id, runs that write rank files: per-rank timing and the straggler (core/telemetry/ranks.py)
     ranks: Mapping[str, RankReport] = field(default_factory=lambda: _EMPTY)
+    # by run id: the control actions (states.ACTIONS) the controller allows for it as `procs` shows it
+    actions: Mapping[str, frozenset[str]] = field(default_factory=lambda: _EMPTY)
 
     def run_ids(self) -> list[str]:
         """Every run known from its log or its process, logs' order first."""
@@ -296,9 +300,9 @@ class LiveEngine:
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._wake = threading.Event()
-        self._ctl_lock = threading.Lock()  # controller calls: the engine's poll vs. the UI's actions
-        self._in_lock = threading.Lock()  # what other threads hand in: batches, samples, errors, selection
+        self._in_lock = threading.Lock()  # what other threads hand in: batches, samples, errors, selection, actions
         self._batches: list[Any] = []
+        self._requests: list[tuple[str, str, Future[str | None]]] = []  # (action, run id, its outcome)
         self._sample: Snapshot | None = None
         self._errors_in: list[EngineError] = []
         self._want_selected: str | None = None
@@ -317,6 +321,7 @@ class LiveEngine:
         self._eta_fitted: dict[str, float] = {}  # run -> when its ETA was last fitted (monotonic)
         self._eta_due: dict[str, float] = {}  # run -> when a deferred refit is due (see ETA_MIN_INTERVAL)
         self._procs: dict[str, ProcInfo] = {}
+        self._actions: dict[str, frozenset[str]] = {}
         self._devices: Snapshot | None = None
         self._errors: deque[EngineError] = deque(maxlen=KEEP_ERRORS)
         self._seen_errors: set[str] = set()
@@ -384,6 +389,10 @@ class LiveEngine:
             self._follower.close()
         for follower in self._energy_followers.values():
             follower.close()
+        with self._in_lock:
+            requests, self._requests = self._requests, []
+        for action, run_id, outcome in requests:
+            outcome.set_result(f"{action.replace('_', ' ')} {run_id}: perfwatch is closing")
 
     def _loop(self) -> None:
         while not self._stop.is_set():
@@ -439,33 +448,48 @@ class LiveEngine:
         self._wake.set()
 
     # ---- control (any thread) ---------------------------------------------------------------------
+    # The controller is only ever called on the engine's thread: a poll that takes long (Slurm's
+    # squeue) delays a requested action, it never blocks the thread that asked for it.
     @property
     def controlled(self) -> bool:
         return self.controller is not None
 
     def can(self, action: str, run_id: str) -> bool:
-        ctl = self.controller
-        if ctl is None:
-            return False
-        with self._ctl_lock:
-            return ctl.can(action, run_id)
+        """Whether the controller allowed `action` for the run at the latest snapshot."""
+        snap = self._snapshot
+        return snap is not None and action in snap.actions.get(run_id, ())
 
-    def act(self, action: str, run_id: str) -> bool:
-        """Ask the controller to `action` the run; False if it does not apply (or failed: reported)."""
-        ctl = self.controller
-        if ctl is None:
-            return False
-        with self._ctl_lock:
-            if not ctl.can(action, run_id):
-                return False
-            try:
-                getattr(ctl, action)(run_id)
-            except Exception as exc:
-                self.report("control", f"{action.replace('_', ' ')} {run_id}: {exc}")
-                return False
-            self._next_poll = 0.0  # show the outcome at once
+    def act(self, action: str, run_id: str) -> Future[str | None]:
+        """Ask for `action` on the run; the engine's thread executes it at its next step. The future
+        resolves to None once the controller has done it, else to why not (in words)."""
+        outcome: Future[str | None] = Future()
+        if self.controller is None:
+            outcome.set_result("nobody controls these runs")
+            return outcome
+        with self._in_lock:
+            self._requests.append((action, run_id, outcome))
         self._wake.set()
-        return True
+        return outcome
+
+    def _execute(self, ctl: Controller, requests: list[tuple[str, str, Future[str | None]]]) -> None:
+        """The requested actions, in the order asked; the outcome is polled right after."""
+        for action, run_id, outcome in requests:
+            words = f"{action.replace('_', ' ')} {run_id}"
+            try:
+                if not ctl.can(action, run_id):
+                    proc = ctl.procs().get(run_id)
+                    outcome.set_result(f"{words}: not possible now" + (f" (it is {proc.state})" if proc else ""))
+                    continue
+                getattr(ctl, action)(run_id)
+                if isinstance(ctl, ClientController) and ctl.send_error is not None:
+                    lost, ctl.send_error = ctl.send_error, None  # the request for the owner was not written
+                    raise OSError(lost)
+            except Exception as exc:
+                log.exception("%s failed", words)
+                outcome.set_result(f"{words}: {exc}")  # the requester shows it (the TUI: a notification)
+                continue
+            outcome.set_result(None)
+        self._next_poll = 0.0
 
     # ---- one pass (the engine's thread) -----------------------------------------------------------
     def step(self) -> bool:
@@ -479,20 +503,26 @@ class LiveEngine:
             sample, self._sample = self._sample, None
             errors, self._errors_in = self._errors_in, []
             want = self._want_selected
+            requests, self._requests = self._requests, []
         changed = self.book.apply(batches) if batches else set()
         ctl = self.controller
+        if ctl is not None and requests:
+            self._execute(ctl, requests)
         if ctl is not None and now + ALIGN >= self._next_poll:
             self._next_poll = now + self.control_interval
-            with self._ctl_lock:
-                try:
-                    ctl.poll()
-                    procs = dict(ctl.procs())
-                except Exception as exc:
-                    log.exception("controller poll failed")
-                    errors.append(EngineError("control", f"cannot update the runs' processes: {exc}", time.time()))
-                    procs = self._procs
-            changed |= {rid for rid, p in procs.items() if self._procs.get(rid) != p}
-            changed |= set(self._procs) - set(procs)
+            try:
+                ctl.poll()
+                procs = dict(ctl.procs())
+            except Exception as exc:
+                log.exception("controller poll failed")
+                errors.append(EngineError("control", f"cannot update the runs' processes: {exc}", time.time()))
+                procs = self._procs
+            moved = {rid for rid, p in procs.items() if self._procs.get(rid) != p}
+            for rid in moved:
+                self._actions[rid] = frozenset(a for a in ACTIONS if ctl.can(a, rid))
+            for rid in set(self._procs) - set(procs):
+                self._actions.pop(rid, None)
+            changed |= moved | (set(self._procs) - set(procs))
             self._procs = procs
             self._follow_attempts(procs)
         devices = False
@@ -572,8 +602,11 @@ class LiveEngine:
         snap = self._devices
         gpus = snap.gpu.gpus if snap is not None and snap.gpu is not None else ()
         gpu = next((g for g in gpus if devices and g.index == devices[0]), gpus[0] if gpus else None)
-        return run_figures(view, overrides=self._overrides.get(view.run_id), gpu=gpu,
-                           scheduled_devices=len(devices) or None)
+        figures = run_figures(view, overrides=self._overrides.get(view.run_id), gpu=gpu,
+                              scheduled_devices=len(devices) or None)
+        if proc is not None and proc.state is RunState.PAUSED:  # stopped by SIGSTOP: no rate (nor MFU) "now"
+            return RunFigures(None, figures.tp_avg, None)
+        return figures
 
     def _update_eta(self, run_id: str, view: RunView, now: float) -> None:
         """Refit only when the evals, the target or the run's end changed (a fit costs about a ms), and
@@ -708,6 +741,7 @@ class LiveEngine:
             statuses=MappingProxyType(dict(self._statuses)), counts=count(self._statuses.values()),
             figures=MappingProxyType(dict(self._figures)), attempts=MappingProxyType(dict(self._attempts)),
             ranks=MappingProxyType(dict(self._ranks)),
+            actions=MappingProxyType(dict(self._actions)),
         )
         with self._out_lock:
             first = self._snapshot is None

@@ -3,7 +3,8 @@
 Each entry says what the action is called (`id`, the Binding id), which key runs it, what it
 does (footer label, help and command-palette text), who handles it (the app shell or the
 main screen) and which runs it applies to: `verbs` names the controller verbs behind a run
-action (`pause_resume` applies while the selected run may be paused *or* resumed). The
+action. Two run actions may share a key when they never apply to the same run at once
+(`p`: pause a running run, resume a paused one); the footer shows the one that applies. The
 bindings, the help screen, the command palette and the greying of keys that do not apply
 (`check_action`) are all derived from this table, so they cannot disagree.
 """
@@ -40,7 +41,8 @@ ACTIONS: tuple[UiAction, ...] = (
     UiAction("main.filter", "filter", "slash", "filter", "filter runs by id or state", "main"),
     UiAction("main.sort", "cycle_sort", "o", "sort", "sort runs by the next column", "main", show=False),
     UiAction("app.theme", "cycle_theme", "t", "theme", "next theme (dark, light, colour-blind, yours)", "app"),
-    UiAction("main.log", "toggle_log", "l", "log", "detail: log only / plots and log", "main", show=False),
+    UiAction("main.log", "toggle_log", "l", "log", "log only, keys to the log / plots and log", "main",
+             show=False),
     UiAction("main.mark", "toggle_mark", "space", "mark", "mark / unmark the run for comparing", "main",
              show=False),
     UiAction("main.compare", "compare", "c", "compare", "compare marked runs (or the run's group)",
@@ -49,8 +51,9 @@ ACTIONS: tuple[UiAction, ...] = (
              show=False),
     UiAction("main.ranks", "ranks", "d", "ranks", "ranks of the selected distributed run: straggler, stacks",
              "main", show=False),
-    UiAction("run.pause", "pause_resume", "p", "pause", "pause/resume the selected run",
-             "main", verbs=("pause", "resume")),
+    UiAction("run.pause", "pause", "p", "pause", "pause the selected run", "main", verbs=("pause",)),
+    UiAction("run.resume", "resume", "p", "resume", "resume the selected paused run", "main",
+             verbs=("resume",)),
     UiAction("run.stop", "stop", "s", "stop", "stop the selected run (SIGTERM, then SIGKILL)", "main",
              verbs=("stop",)),
     UiAction("run.kill", "kill", "k", "kill", "kill the selected run (asks first)", "main", verbs=("kill",)),
@@ -64,8 +67,14 @@ NAVIGATION: tuple[tuple[str, str], ...] = (
     ("↑/↓ pgup/pgdn", "select a run"),
     ("home/end", "first / last run"),
     ("ctrl+p", "command palette (every action below, by name)"),
+    ("tab", "the log: scroll, / search, n/N, esc back"),
 )
 BY_ACTION = {a.action: a for a in ACTIONS}
+
+
+def first_on_key(key: str) -> UiAction:
+    """The first action of the table bound to `key` (the one shown greyed when none applies)."""
+    return next(a for a in ACTIONS if a.key == key)
 
 
 def bindings(scope: Scope) -> list[BindingType]:

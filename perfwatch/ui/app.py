@@ -103,13 +103,18 @@ class PerfwatchApp(App[int]):
         if not self.engine.controlled or not live:
             self.exit(0)
             return
+        queued = sum(1 for rid in live if procs[rid].state is RunState.QUEUED)
+        if self.session.owns_campaign:
+            leave = "Leave: a background perfwatch keeps the campaign going (queued runs start as planned)."
+        else:
+            leave = "Leave: the perfwatch that owns the campaign carries on with it."
 
         def chosen(choice: str | None) -> None:
             if choice is not None:
                 self.stop_runs_on_exit = choice == "stop"
                 self.exit(0)
 
-        self.push_screen(QuitScreen(len(live)), chosen)
+        self.push_screen(QuitScreen(len(live), queued, leave), chosen)
 
     async def action_quit(self) -> None:
         """ctrl+q too asks what happens to live runs."""

@@ -1,7 +1,8 @@
 """The command palette's perfwatch commands, one per entry of the action table (ui/actions.py).
 
 Only actions that apply right now are offered (the same `check_action` that greys the
-footer keys), each with its key, so the palette also teaches the keyboard.
+footer keys), each with its key, so the palette also teaches the keyboard; a run action
+names the run it will act on (the one highlighted in the runs table).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ class ActionCommands(Provider):
             if node.check_action(a.action, ()) is not True:
                 continue
             title = f"{a.description} ({a.key.split(',')[0].replace('question_mark', '?').replace('slash', '/')})"
+            if a.run_action and isinstance(node, MainScreen):
+                title = f"{title}: {node.highlighted}"
             out.append((a, title, partial(self.app.run_action, a.action, node)))
         return out
 

@@ -42,6 +42,9 @@ _SYMBOL = {
     "queued": "·", "running": "▶", "paused": "‖", "reached": "✓",
     "done": "■", "failed": "✗", "stalled": "!",
 }
+# the state cell of a run while an action asked for it has not taken effect yet (fits the state column)
+PENDING_WORDS = {"pause": "pausing…", "resume": "resuming…", "stop": "stopping…", "kill": "killing…",
+                 "restart": "restart…", "start_now": "starting…"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,6 +197,11 @@ def make_row(run_id: str, view: RunView | None, status: RunStatus, figures: RunF
         "time": view.elapsed_ms or 0.0,
     }
     return Row(run_id, cells, kind, sort)
+
+
+def pending_row(row: Row, verb: str) -> Row:
+    """The row while the action `verb` asked for it has not taken effect: its state says what is coming."""
+    return Row(row.run_id, {**row.cells, "state": PENDING_WORDS[verb]}, row.status, row.sort)
 
 
 def header_text(title: str, host: Mapping[str, Any] | None, counts: Counts | None) -> str:

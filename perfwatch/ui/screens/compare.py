@@ -1,15 +1,19 @@
 """Compare runs side by side: their eval and throughput curves overlaid, and one table.
 
 Opened from the main screen with `c` (the runs marked with space, else the selected run's group)
-or from the campaign view (enter on a group). Each curve is drawn against the time since its own
+or from the campaign view (enter on a group). The runs are listed in run-id order (numbers in
+ids counted as numbers: r2 before r10), and each run keeps one colour, its place in that order,
+in both plots and in the table's marker. Each curve is drawn against the time since its own
 run_start, so runs that started at different times overlay. The screen re-reads the engine's
 latest snapshot once a second while it is open, and repaints only when it changed.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal
@@ -19,9 +23,14 @@ from textual.widgets import DataTable, Footer, Static
 from perfwatch.core.engine import LiveEngine, LiveSnapshot
 from perfwatch.core.model.view import RunView
 from perfwatch.ui.format import energy_cell, eta_cell, fmt_duration, fmt_rate, fmt_value
-from perfwatch.ui.widgets.plot import Plot, Series
+from perfwatch.ui.widgets.plot import Plot, Series, dashed
 
 COLUMNS = ("run", "state", "ttt/elapsed", "avg samp/s", "eval/target", "best", "ETA")  # + energy-to-train
+
+
+def run_order(run_id: str) -> tuple[tuple[int, object], ...]:
+    """Sort key of run ids, numbers as numbers ("…r2" before "…r10")."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", run_id) if part)
 
 
 def short_label(run_id: str, others: Sequence[str]) -> str:
@@ -48,7 +57,7 @@ class CompareScreen(Screen[None]):
     def __init__(self, engine: LiveEngine, run_ids: Sequence[str], title: str = "") -> None:
         super().__init__()
         self.engine = engine
-        self.run_ids = list(run_ids)
+        self.run_ids = sorted(dict.fromkeys(run_ids), key=run_order)  # the order of the table and the colours
         self.heading = title or f"compare {len(self.run_ids)} runs"
         self._seq = -1
         self._energy_column = False
@@ -58,7 +67,8 @@ class CompareScreen(Screen[None]):
         with Horizontal(id="compare-plots"):
             yield Plot("eval", id="compare-eval", classes="eval")
             yield Plot("throughput", unit="samples/s", zero_based=True, id="compare-throughput")
-        yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True)
+        # the run marker keeps its colour on the cursor row
+        yield DataTable(id="compare-table", cursor_type="row", zebra_stripes=True, cursor_foreground_priority="renderable")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -76,12 +86,12 @@ class CompareScreen(Screen[None]):
         labels = {rid: short_label(rid, self.run_ids) for rid in self.run_ids}
         evals, rates = [], []
         target = None
-        for rid, v in views:
+        for colour, (rid, v) in enumerate(views):
             if v is None:
                 continue
             start = v.run_start_ms if v.run_start_ms is not None else (v.first_time_ms or 0.0)
-            evals.append(Series(labels[rid], tuple((e.time_ms - start, e.value) for e in v.evals)))
-            rates.append(Series(labels[rid], tuple((t - start, r) for t, r in v.throughput)))
+            evals.append(Series(labels[rid], tuple((e.time_ms - start, e.value) for e in v.evals), colour))
+            rates.append(Series(labels[rid], tuple((t - start, r) for t, r in v.throughput), colour))
             if target is None and v.target is not None:
                 target = v.target.value
         self.query_one("#compare-eval", Plot).set_series(evals, target, start_ms=0.0)
@@ -91,9 +101,12 @@ class CompareScreen(Screen[None]):
             self._energy_column = True  # only when some run has GPU energy (none on CPU-only runs)
             table.add_column("energy-to-train")
         table.clear()
-        for rid, v in views:
-            cells = _cells(labels[rid], v, snap, rid)
-            table.add_row(*cells, *((energy_cell(snap.energy.get(rid)),) if self._energy_column else ()), key=rid)
+        plot = self.query_one("#compare-eval", Plot)
+        for colour, (rid, v) in enumerate(views):
+            label, *cells = _cells(labels[rid], v, snap, rid)
+            marked = Text.assemble(("┅ " if dashed(colour) else "━ ", plot.series_style(colour)), label)
+            table.add_row(marked, *cells, *((energy_cell(snap.energy.get(rid)),) if self._energy_column else ()),
+                          key=rid)
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -61,7 +61,7 @@ class ConfirmScreen(ModalScreen[bool]):
 class QuitScreen(ModalScreen[str | None]):
     """Quit while runs are live: leave them running (default), stop them, or stay."""
 
-    DEFAULT_CSS = _dialog_css("QuitScreen")
+    DEFAULT_CSS = _dialog_css("QuitScreen") + "QuitScreen .dialog-hint { width: 100%; margin-top: 1; }"
 
     BINDINGS = [
         Binding("l,enter", "choose('leave')", "leave running", id="quit.leave"),
@@ -69,17 +69,20 @@ class QuitScreen(ModalScreen[str | None]):
         Binding("escape,c", "choose(None)", "cancel", id="quit.cancel"),
     ]
 
-    def __init__(self, live: int) -> None:
+    def __init__(self, live: int, queued: int = 0, leave: str = "") -> None:
         super().__init__()
-        self.live = live
+        self.live, self.queued, self.leave = live, queued, leave
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog"):
-            yield Label(f"{self.live} run(s) still live. Quit and…", classes="dialog-question")
+            of_which = f" ({self.queued} not started yet)" if self.queued else ""
+            yield Label(f"{self.live} run(s) still live{of_which}. Quit and…", classes="dialog-question")
             with Horizontal(classes="dialog-buttons"):
                 yield Button("Leave them running (l)", id="leave", variant="primary")
                 yield Button("Stop them (s)", id="stop", variant="error")
                 yield Button("Cancel (esc)", id="cancel")
+            if self.leave:
+                yield Label(self.leave, classes="dialog-hint")
 
     def on_mount(self) -> None:
         self.query_one("#leave", Button).focus()

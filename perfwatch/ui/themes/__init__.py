@@ -40,6 +40,17 @@ DEFAULT_VARIABLES = {
     "plot-target": "#4ADE80",
     "bad-line": "#F3727F",
     "muted": "#8B93A1",
+    # the compare screen's curves, one colour per run (Tableau 10: tells ten runs apart on dark or light)
+    "plot-series-0": "#4E79A7",
+    "plot-series-1": "#F28E2B",
+    "plot-series-2": "#E15759",
+    "plot-series-3": "#76B7B2",
+    "plot-series-4": "#59A14F",
+    "plot-series-5": "#EDC948",
+    "plot-series-6": "#B07AA1",
+    "plot-series-7": "#FF9DA7",
+    "plot-series-8": "#9C755F",
+    "plot-series-9": "#BAB0AC",
 }
 
 

@@ -6,18 +6,24 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
+from textual import events
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Input, Static
 
 from perfwatch.core.control.controller import ProcInfo
+from perfwatch.core.control.states import RunState
 from perfwatch.core.measure.energy import RunEnergy
 from perfwatch.core.measure.eta import Eta
 from perfwatch.core.measure.eta import progress as run_progress
 from perfwatch.core.model.attempts import Attempt
+from perfwatch.core.model.book import LOG_TAIL_LINES
 from perfwatch.core.model.run import RunView
 from perfwatch.core.model.status import RunStatus, judge
 from perfwatch.text.escape import scrub
@@ -29,10 +35,16 @@ from perfwatch.ui.widgets.plot import Plot
 from perfwatch.ui.widgets.run_telemetry import RunTelemetry
 
 
-class LogTail(Widget):
-    """The last lines of the run's log (Line API, strips cached per line); rejected lines are marked."""
+class LogTail(ScrollView, can_focus=True):
+    """The last lines of the run's log (Line API, strips cached per line); rejected lines are marked.
 
-    COMPONENT_CLASSES = {"log-tail--bad"}
+    It follows the log while scrolled to the bottom; scrolled up (↑, pgup, the mouse wheel) it
+    keeps the same lines in view as new ones arrive, until `end` brings it back. `search()`
+    highlights every line holding a text (case-insensitive) and moves to the next or previous one.
+    It holds the lines the engine keeps of each log (`LOG_TAIL_LINES`).
+    """
+
+    COMPONENT_CLASSES = {"log-tail--bad", "log-tail--match", "log-tail--current"}
     DEFAULT_CSS = """
     LogTail {
         height: 1fr;
@@ -40,40 +52,106 @@ class LogTail(Widget):
         padding: 0 1;
         background: $surface;
         color: $muted;
+        scrollbar-size-vertical: 1;
+        overflow-x: hidden;
     }
+    LogTail:focus { background-tint: $foreground 4%; }
     LogTail > .log-tail--bad { color: $bad-line; text-style: bold; }
+    LogTail > .log-tail--match { color: $foreground; text-style: bold; }
+    LogTail > .log-tail--current { color: $background; background: $accent; text-style: bold; }
     """
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._lines: tuple[str, ...] = ()
         self._bad: frozenset[str] = frozenset()
-        self._cache: dict[tuple[str, bool, int], Strip] = {}
+        self._cache: dict[tuple[str, bool, int, str, bool], Strip] = {}
+        self._query = ""
+        self._current: int | None = None  # index of the match moved to last
+        self._follow = True  # at the bottom: new lines scroll into view
 
     @property
     def text(self) -> str:
         """What the pane shows, as plain text (marks included)."""
         return "\n".join(("✗ " if line[:2000] in self._bad else "  ") + line for line in self._shown())
 
+    @property
+    def lines(self) -> tuple[str, ...]:
+        """Every line held (the view shows some of them)."""
+        return self._lines
+
+    @property
+    def current(self) -> str | None:
+        """The matching line the search moved to last."""
+        return self._lines[self._current] if self._current is not None else None
+
+    @property
+    def following(self) -> bool:
+        """Scrolled to the bottom: new lines scroll into view."""
+        return self._follow
+
+    def watch_scroll_y(self, old_value: float, new_value: float) -> None:
+        super().watch_scroll_y(old_value, new_value)
+        self._follow = new_value >= self.max_scroll_y
+
     def show(self, lines: Sequence[str], bad: frozenset[str]) -> None:
-        new = tuple(scrub(line) for line in lines[-200:])  # a workload's ANSI/OSC output stays inert
+        new = tuple(scrub(line) for line in lines[-LOG_TAIL_LINES:])  # a workload's ANSI/OSC output stays inert
         bad = frozenset(scrub(b) for b in bad)
-        if new != self._lines or bad != self._bad:
-            self._lines, self._bad = new, bad
-            self.refresh()
+        if new == self._lines and bad == self._bad:
+            return
+        dropped = _dropped(self._lines, new)
+        self._lines, self._bad = new, bad
+        if self._current is not None:
+            self._current = self._current - dropped if self._current >= dropped else None
+        self.virtual_size = Size(self.scrollable_content_region.width, len(new))
+        if self._follow:
+            self.scroll_end(animate=False)  # once the new size is laid out
+        elif dropped:
+            self.scroll_to(y=max(self.scroll_y - dropped, 0), animate=False, immediate=True)
+        self.refresh()
+
+    def follow(self) -> None:
+        """Back to the bottom, following (another run's log is shown)."""
+        self._follow, self._current = True, None
+        self.scroll_end(animate=False)
+
+    def search(self, query: str, direction: int = 0) -> int:
+        """Highlight lines holding `query`; move to the next (1) or previous (-1) one, or with 0 to the
+        first at or above the bottom of the view. Returns how many lines match."""
+        self._query = query.lower()
+        self._cache.clear()
+        hits = self.matches()
+        if not hits:
+            self._current = None
+        else:
+            bottom = int(self.scroll_y) + max(self.size.height, 1) - 1
+            if direction > 0 and self._current is not None:
+                self._current = next((i for i in hits if i > self._current), hits[0])
+            elif direction < 0 and self._current is not None:
+                self._current = next((i for i in reversed(hits) if i < self._current), hits[-1])
+            else:
+                self._current = next((i for i in reversed(hits) if i <= bottom), hits[-1])
+            self.scroll_to(y=max(self._current - max(self.size.height, 1) // 2, 0), animate=False, immediate=True)
+        self.refresh()
+        return len(hits)
+
+    def matches(self) -> list[int]:
+        q = self._query
+        return [i for i, line in enumerate(self._lines) if q and q in line.lower()]
 
     def _shown(self) -> tuple[str, ...]:
-        height = max(self.size.height, 1)
-        return self._lines[-height:]
+        top = int(self.scroll_y)
+        return self._lines[top: top + max(self.size.height, 1)]
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
-        shown = self._shown()
-        if y >= len(shown):
+        width = self.scrollable_content_region.width
+        index = int(self.scroll_y) + y
+        if index >= len(self._lines):
             return Strip.blank(width, self.rich_style)
-        line = shown[y]
+        line = self._lines[index]
         bad = line[:2000] in self._bad
-        key = (line, bad, width)
+        current = index == self._current
+        key = (line, bad, width, self._query, current)
         strip = self._cache.get(key)
         if strip is None:
             if len(self._cache) > 512:
@@ -84,13 +162,35 @@ class LogTail(Widget):
             text = ("✗ " if bad else "  ") + line.replace("\t", " ")
             if len(text) > width:
                 text = text[: max(width - 1, 0)] + "…"
-            strip = Strip([Segment(text, style)]).crop_extend(0, width, self.rich_style)
+            strip = Strip(self._segments(text, style, current)).crop_extend(0, width, self.rich_style)
             self._cache[key] = strip
         return strip
+
+    def _segments(self, text: str, style: Style, current: bool) -> list[Segment]:
+        """The line, its matches of the search highlighted."""
+        q = self._query
+        if not q:
+            return [Segment(text, style)]
+        hit = style + self.get_component_rich_style("log-tail--current" if current else "log-tail--match")
+        out, at, low = [], 0, text.lower()
+        while (found := low.find(q, at)) >= 0:
+            out += [Segment(text[at:found], style), Segment(text[found: found + len(q)], hit)]
+            at = found + len(q)
+        out.append(Segment(text[at:], style))
+        return out
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._cache.clear()
+
+
+def _dropped(old: tuple[str, ...], new: tuple[str, ...]) -> int:
+    """How many of `old`'s first lines `new` no longer holds (the tail moved on by that many)."""
+    for k in range(len(old) + 1):
+        rest = old[k:]
+        if new[: len(rest)] == rest:
+            return k
+    return len(old)
 
 
 def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence[str] = (),
@@ -129,7 +229,8 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
             t.append(f"  samples {fmt_rate(view.samples)}")
         st = view.throughput_stats
         if st.count and figures is not None:
-            t.append(f"  samp/s {fmt_rate(figures.tp_now)} (avg {fmt_rate(figures.tp_avg)}, n={st.count})")
+            paused = " (paused)" if proc is not None and proc.state is RunState.PAUSED else ""  # no rate now
+            t.append(f"  samp/s {fmt_rate(figures.tp_now)}{paused} (avg {fmt_rate(figures.tp_avg)}, n={st.count})")
             if figures.mfu is not None and figures.mfu.value is not None:
                 t.append(f"  MFU {fmt_mfu(figures.mfu.value)}")
         t.append("\n")
@@ -199,16 +300,26 @@ def progress_text(view: RunView, eta: Eta | None) -> str:
 
 
 class DetailPane(Vertical):
-    """Summary, plots side by side, the run's own telemetry, log tail."""
+    """Summary, plots side by side, the run's own telemetry, log tail (and its search box).
 
+    With the log focused (tab, a click, or `l`): `/` searches it, enter keeps the search and goes
+    back to the log, `n`/`N` move to the next/previous matching line, escape clears the search."""
+
+    BINDINGS = [
+        Binding("slash", "search_log", "search log", id="log.search"),
+        Binding("n", "next_match(1)", "next match", id="log.next"),
+        Binding("N", "next_match(-1)", "previous match", id="log.previous"),
+    ]
     DEFAULT_CSS = """
     DetailPane { border-top: solid $panel; }
+    DetailPane #log-search { dock: bottom; display: none; }
     DetailPane #detail-summary { height: 6; padding: 0 1; text-wrap: nowrap; text-overflow: ellipsis; }
     DetailPane #detail-plots { height: 1fr; min-height: 4; max-height: 14; }
     DetailPane.log-only #detail-plots { display: none; }
     """
 
     _summary: Text | None = None
+    _run_id: str | None = None
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-summary")
@@ -217,6 +328,47 @@ class DetailPane(Vertical):
             yield Plot("throughput", unit="samples/s", zero_based=True, id="plot-throughput")
         yield RunTelemetry(id="detail-telemetry")
         yield LogTail(id="detail-log")
+        yield Input(placeholder="search the log: enter keeps it, n/N next/previous, escape clears", id="log-search")
+
+    @property
+    def log_tail(self) -> LogTail:
+        return self.query_one("#detail-log", LogTail)
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "next_match":
+            return bool(self.query_one("#log-search", Input).value)  # only while a search is kept
+        return True
+
+    def action_search_log(self) -> None:
+        box = self.query_one("#log-search", Input)
+        box.display = True
+        box.focus()
+
+    def action_next_match(self, direction: int) -> None:
+        found = self.log_tail.search(self.query_one("#log-search", Input).value, direction)
+        if not found:
+            self.notify("no line of the log holds it", timeout=2)
+
+    def on_input_changed(self, event: Input.Changed) -> None:
+        if event.input.id == "log-search":
+            event.stop()
+            self.log_tail.search(event.value)
+
+    def on_input_submitted(self, event: Input.Submitted) -> None:
+        if event.input.id == "log-search":
+            event.stop()
+            event.input.display = bool(event.value)
+            self.log_tail.focus()
+            self.refresh_bindings()
+
+    def on_key(self, event: events.Key) -> None:
+        box = self.query_one("#log-search", Input)
+        if event.key == "escape" and (box.has_focus or box.value):
+            event.stop()
+            box.value = ""
+            box.display = False
+            self.log_tail.search("")
+            self.log_tail.focus()
 
     def show(
         self,
@@ -245,6 +397,11 @@ class DetailPane(Vertical):
             note = fmt_value(view.last_eval) if view.last_eval is not None else ""
             eval_plot.set_data(evals, target, note=note, start_ms=view.run_start_ms)
             now = figures.tp_now if figures is not None else None
-            tp_plot.set_data(view.throughput, note=fmt_rate(now), start_ms=view.run_start_ms)
+            paused = proc is not None and proc.state is RunState.PAUSED
+            tp_plot.set_data(view.throughput, note="paused" if paused else fmt_rate(now), start_ms=view.run_start_ms)
         bad = frozenset(b.text for b in view.bad_lines) if view is not None else frozenset()
-        self.query_one("#detail-log", LogTail).show(tail, bad)
+        run_id = view.run_id if view is not None else proc.run_id if proc is not None else None
+        if run_id != self._run_id:
+            self._run_id = run_id
+            self.log_tail.follow()
+        self.log_tail.show(tail, bad)

@@ -6,6 +6,11 @@ and the unit in the title, a time axis (time since the run started, "0:00 … 5:
 optional target drawn as a dashed line and labelled with its value. Rates are drawn from zero
 (`zero_based`), so a 2,338–2,350 samples/s wobble stays a flat line instead of filling the height.
 
+Several series (the compare screen) each carry their own colour number, so one run keeps one
+colour in every plot: `PALETTE_SIZE` colours (theme variables `plot-series-0` …), drawn solid,
+then the same colours dashed, 20 distinct curves in all; the legend wraps onto as many lines
+as it needs instead of cutting names.
+
 Line API: the rows are rebuilt only when the data or the size change; the same (immutable)
 series objects as last time return at once.
 """
@@ -26,6 +31,8 @@ from perfwatch.ui.widgets.truecolor import line_filters, truecolor_only
 
 _DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))  # [row][col] bits of a braille cell
 SERIES_CLASSES = ("plot--line", "plot--line-2", "plot--line-3", "plot--line-4")
+PALETTE_SIZE = 10  # colours of numbered series (`Series.colour`); then the same colours, dashed
+PALETTE_CLASSES = tuple(f"plot--series-{i}" for i in range(PALETTE_SIZE))
 LABEL_W = 7  # y labels: "-1.31M" plus the axis
 
 
@@ -53,13 +60,20 @@ def fmt_elapsed(ms: float) -> str:
 class Series:
     label: str
     points: Sequence[tuple[float, float]]  # (time_ms, value), time ascending
+    colour: int | None = None  # a number the caller keeps per curve (same run, same colour); None: by position
+
+
+def dashed(colour: int) -> bool:
+    """Numbered series past the palette are drawn dashed in the palette's colours."""
+    return (colour // PALETTE_SIZE) % 2 == 1
 
 
 def raster(
     series: Sequence[Sequence[tuple[float, float]]], width: int, height: int,
-    x0: float, x1: float, lo: float, hi: float,
+    x0: float, x1: float, lo: float, hi: float, gaps: Sequence[bool] = (),
 ) -> tuple[list[list[int]], list[list[int]]]:
-    """Braille bits and, per cell, the index of the series drawn last there (-1: none)."""
+    """Braille bits and, per cell, the index of the series drawn last there (-1: none); a series
+    whose `gaps` entry is true is drawn dashed (four dots on, four off along its line)."""
     bits = [[0] * width for _ in range(height)]
     owner = [[-1] * width for _ in range(height)]
     if width < 1 or height < 1:
@@ -76,9 +90,13 @@ def raster(
 
     for k, points in enumerate(series):
         prev: tuple[int, int] | None = None
+        step = [0]
+        gap = k < len(gaps) and gaps[k]
 
-        def put(a: int, b: int, k: int = k) -> None:
-            dot(a, b, k)
+        def put(a: int, b: int, k: int = k, gap: bool = gap, step: list[int] = step) -> None:
+            step[0] += 1
+            if not gap or step[0] % 8 < 4:
+                dot(a, b, k)
 
         for x, y in points:
             if not (math.isfinite(x) and math.isfinite(y)):
@@ -114,7 +132,7 @@ def _line(x0: int, y0: int, x1: int, y1: int, put: Callable[[int, int], None]) -
 class Plot(Widget):
     """Title (name, unit, latest value), the chart with y labels, a time axis; optional target line."""
 
-    COMPONENT_CLASSES = {"plot--title", "plot--target", "plot--axis", *SERIES_CLASSES}
+    COMPONENT_CLASSES = {"plot--title", "plot--target", "plot--axis", *SERIES_CLASSES, *PALETTE_CLASSES}
     DEFAULT_CSS = """
     Plot { width: 1fr; height: 100%; padding: 0 1; }
     Plot > .plot--title { color: $foreground; text-style: bold; }
@@ -126,6 +144,16 @@ class Plot(Widget):
     Plot > .plot--axis { color: $muted; }
     Plot.eval > .plot--line { color: $plot-eval; }
     Plot.eval > .plot--line-2 { color: $plot-line; }
+    Plot > .plot--series-0 { color: $plot-series-0; }
+    Plot > .plot--series-1 { color: $plot-series-1; }
+    Plot > .plot--series-2 { color: $plot-series-2; }
+    Plot > .plot--series-3 { color: $plot-series-3; }
+    Plot > .plot--series-4 { color: $plot-series-4; }
+    Plot > .plot--series-5 { color: $plot-series-5; }
+    Plot > .plot--series-6 { color: $plot-series-6; }
+    Plot > .plot--series-7 { color: $plot-series-7; }
+    Plot > .plot--series-8 { color: $plot-series-8; }
+    Plot > .plot--series-9 { color: $plot-series-9; }
     """
 
     def __init__(self, title: str, *, unit: str = "", zero_based: bool = False, id: str | None = None,
@@ -157,13 +185,13 @@ class Plot(Widget):
         self, series: Sequence[Series], target: float | None = None, note: str = "", *,
         start_ms: float | None = None, target_label: str = "target", title: str | None = None,
     ) -> None:
-        sources = tuple(id(s.points) for s in series)
+        sources = tuple((id(s.points), s.colour) for s in series)
         same_meta = (target, note, start_ms, target_label, title or self._title) == (
             self._target, self._note, self._start, self._target_label, self._title)
         if sources == self._sources and same_meta:
             return  # the same (immutable, cached) series objects as last time: nothing to redraw
         self._sources = sources
-        new = tuple(Series(s.label, tuple(s.points)) for s in series)
+        new = tuple(Series(s.label, tuple(s.points), s.colour) for s in series)
         if new == self._series and same_meta:
             return
         self._series = new
@@ -186,6 +214,15 @@ class Plot(Widget):
                 self._styles[name] = base + self.get_component_rich_style(name)
             self._truecolor = truecolor_only(self._styles.values())
         return self._styles
+
+    def series_class(self, k: int) -> str:
+        """The component class of the k-th series drawn: its own colour number, else its position."""
+        colour = self._series[k].colour if k < len(self._series) else None
+        return SERIES_CLASSES[k % len(SERIES_CLASSES)] if colour is None else PALETTE_CLASSES[colour % PALETTE_SIZE]
+
+    def series_style(self, colour: int) -> Style:
+        """The style a series numbered `colour` is drawn in (for a legend or table elsewhere)."""
+        return self._style_map()[PALETTE_CLASSES[colour % PALETTE_SIZE]]
 
     def get_line_filters(self) -> Sequence[LineFilter]:
         self._style_map()
@@ -216,12 +253,20 @@ class Plot(Widget):
         title: list[tuple[str, Style]] = [(self._title_text(), st["plot--title"])]
         if self._target is not None:
             title.append((f"  ╌ {self._target_label} {fmt_si(self._target)}".rstrip(), st["plot--target"]))
-        if len(self._series) > 1:  # a legend in the series' colours
-            for k, s in enumerate(self._series):
-                title.append((f"  ━ {s.label}", st[SERIES_CLASSES[k % len(SERIES_CLASSES)]]))
         out: list[list[tuple[str, Style]]] = [title]
+        if len(self._series) > 1:  # a legend in the series' colours, wrapped to the width
+            used = sum(len(text) for text, _ in title)
+            for k, s in enumerate(self._series):
+                mark = "┅" if s.colour is not None and dashed(s.colour) else "━"
+                entry = f"{mark} {s.label}"
+                if used and used + 2 + len(entry) > width and len(out) < max(height - 3, 1):
+                    out.append([])
+                    used = 0
+                piece = f"  {entry}" if used else entry
+                out[-1].append((piece, st[self.series_class(k)]))
+                used += len(piece)
         points = [p for s in self._series for p in s.points if math.isfinite(p[0]) and math.isfinite(p[1])]
-        rows = height - 2  # title and time axis
+        rows = height - len(out) - 1  # title (and legend) lines, time axis
         if not points:
             out.append([("no data yet", axis)])
         elif rows >= 1:
@@ -236,7 +281,8 @@ class Plot(Widget):
             x0 = self._start if self._start is not None else min(x for x, _ in points)
             x1 = max(x for x, _ in points)
             plot_w = max(width - LABEL_W, 1)
-            bits, owner = raster([s.points for s in self._series], plot_w, rows, x0, x1, lo, hi)
+            gaps = [s.colour is not None and dashed(s.colour) for s in self._series]
+            bits, owner = raster([s.points for s in self._series], plot_w, rows, x0, x1, lo, hi, gaps)
             labels = {0: fmt_si(hi), rows - 1: fmt_si(lo)}
             if rows >= 5:
                 labels[(rows - 1) // 2] = fmt_si(hi - (hi - lo) * ((rows - 1) // 2) / (rows - 1))
@@ -255,7 +301,7 @@ class Plot(Widget):
                         start = c
                         while c < plot_w and cells[c] and owner[r][c] == k:
                             c += 1
-                        style = st[SERIES_CLASSES[k % len(SERIES_CLASSES)]]
+                        style = st[self.series_class(k)]
                         row.append(("".join(chr(0x2800 + b) for b in cells[start:c]), style))
                     else:
                         start = c

@@ -98,6 +98,10 @@ class RunsTable(ScrollView, can_focus=True):
     def visible_ids(self) -> list[str]:
         return list(self._order)
 
+    def row(self, run_id: str) -> Row | None:
+        """The run's row as last painted."""
+        return self._rows.get(run_id)
+
     def update_rows(self, rows: Iterable[Row], now: float = 0.0, minor_every: float = 0.0) -> list[str]:
         """Replace the given rows; repaint only their lines unless the order changed.
 
