@@ -97,7 +97,10 @@ class QuitScreen(ModalScreen[str | None]):
 class HelpScreen(ModalScreen[None]):
     """Every key with what it does; any of escape, `?` or `q` closes it."""
 
-    DEFAULT_CSS = _dialog_css("HelpScreen") + "HelpScreen #help-keys { height: auto; }"
+    DEFAULT_CSS = _dialog_css("HelpScreen") + """
+    HelpScreen #help-keys { height: auto; }
+    HelpScreen .dialog { width: 84; max-width: 96%; }  /* a key and its description on one line */
+    """
 
     BINDINGS = [Binding("escape,question_mark,q", "close", "close", id="help.close")]
 
