@@ -75,8 +75,9 @@ def test_a_restart_begins_empty_and_the_new_attempt_exits_on_its_own(tmp_path):
         step_until(lambda: status() is not None and status().word == "done"
                    and engine.snapshot.views[rid].run_status == "success", "the first attempt done")
         assert status().verdict.value == "reached" and status().reason == ""  # it stopped by itself
-        assert engine.act("restart", rid)
+        restart = engine.act("restart", rid)  # executed at the engine's next step
         step_until(lambda: engine.snapshot.procs[rid].attempt == 2, "attempt 2 listed")
+        assert restart.result(timeout=0) is None
         seen_old = []
         # the new attempt's first seconds: nothing of attempt 1 (no eval, no mark, no "reached")
         while engine.snapshot.procs[rid].state.alive or engine.snapshot.procs[rid].state.value == "queued":

@@ -202,9 +202,10 @@ async def test_every_front_end_shows_the_same_states_and_counts_as_the_tui(tmp_p
 
             await until(pilot, lambda: reached("reach.r0") and evals("hang.r0") >= 2, "reach.r0 at its target, "
                         "hang.r0 hanging", steps=2400)
-            assert app.engine.act("stop", "reach.r0") and app.engine.act("kill", "hang.r0")
+            stop, kill = app.engine.act("stop", "reach.r0"), app.engine.act("kill", "hang.r0")
             await until(pilot, lambda: all(state(r) == e[0] for r, e in EXPECTED.items()), "every run ended",
                         steps=2400)
+            assert stop.result(timeout=0) is None and kill.result(timeout=0) is None
             await until(pilot, lambda: app.main.settled and all(
                 rid in table(app)._rows and table(app)._rows[rid].cells["state"].split()[-1] == e[0]
                 for rid, e in EXPECTED.items()), "every row painted")
