@@ -8,6 +8,9 @@ optional target drawn as a dashed line and labelled with its value. Rates are dr
 
 Line API: the rows are rebuilt only when the data or the size change; the same (immutable)
 series objects as last time return at once.
+
+Drawn here rather than with textual-plotext: that adds two dependencies (plotext, textual-plotext)
+and 237 ms of plotext import to the TUI's start-up (benchmarks/library_choices.py).
 """
 
 from __future__ import annotations
