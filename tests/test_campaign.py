@@ -12,7 +12,7 @@ from perfwatch.cli import main
 from perfwatch.core.control.campaign import CampaignError, load_campaign
 from perfwatch.core.control.yaml_nodes import parse_duration
 
-FAKE = "tests/workloads_fake/fake.py"
+FAKE = str(Path(__file__).resolve().parents[1] / "tests/workloads_fake/fake.py")
 ROOT = Path(__file__).resolve().parents[1]
 
 

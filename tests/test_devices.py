@@ -177,7 +177,7 @@ def test_gpu_campaign_plans_one_gpu_per_run_and_is_refused_without_one(
     assert plan["mlp-fp32.r0"].rstrip().endswith("gpu 0, timeout 300s, stall 120s, exit at eval_accuracy ≥ 0.9")
     assert all("gpu: first free of 0" in plan[r] for r in plan if r != "mlp-fp32.r0")  # the rest queue for it
     assert "--preset gpu --device cuda --precision fp32" in out and "--preset gpu --device cuda --precision bf16" in out
-    c = load_campaign(ROOT / "workloads" / "gpu.yaml", base=ROOT, gpus=(0,))
+    c = load_campaign(ROOT / "workloads" / "gpu.yaml", gpus=(0,))
     assert c.baseline == "mlp-fp32" and {r.devices for r in c.runs} == {1}
     assert {r.seed for r in c.runs if r.job.startswith("mlp")} == {0, 1, 2}
     monkeypatch.setattr(process, "detect_gpus", lambda: ())  # CI: no GPU

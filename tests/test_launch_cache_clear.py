@@ -19,7 +19,7 @@ from perfwatch.cli import main
 from perfwatch.core.control.controller import RunState
 from perfwatch.core.control.scheduler import Scheduler
 
-CLEAR = "tests/workloads_fake/clear_cache.py"
+CLEAR = str(ROOT / "tests/workloads_fake/clear_cache.py")
 
 
 

@@ -15,7 +15,7 @@ from perfwatch.core.control.campaign import load_campaign
 
 def test_shipped_campaigns_validate() -> None:
     for name in ("demo.yaml", "compare.yaml"):
-        campaign = load_campaign(ROOT / "workloads" / name, base=ROOT)
+        campaign = load_campaign(ROOT / "workloads" / name)
         assert campaign.runs and campaign.baseline
 
 

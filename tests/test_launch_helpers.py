@@ -16,7 +16,7 @@ from perfwatch.core.control.campaign import load_campaign
 from perfwatch.core.control.scheduler import Scheduler
 
 ROOT = Path(__file__).resolve().parents[1]
-FAKE = "tests/workloads_fake/fake.py"
+FAKE = str(ROOT / "tests/workloads_fake/fake.py")
 
 
 def wait_for(cond: Callable[[], object], timeout: float = 30.0, step: float = 0.05,

@@ -14,15 +14,19 @@ import sys
 import time
 import urllib.error
 import urllib.request
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from prometheus_client.openmetrics.exposition import generate_latest
+from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.registry import CollectorRegistry
 from test_launch_helpers import ROOT, campaign_file, wait_for
 
 from perfwatch.cli import main
 from perfwatch.core.telemetry.types import GpuSample, GpuStatus, HostSample, Snapshot
-from perfwatch.exporters.metrics import families
+from perfwatch.exporters.metrics import clean, families
 from perfwatch.exporters.source import LiveRun, LiveSnapshot
 
 CAMPAIGN = f"""
@@ -39,6 +43,16 @@ jobs:
   - name: gate
     cmd: [{sys.executable}, {ROOT}/tests/workloads_fake/fake.py, --gate, GATE, --epochs, "2"]
 """
+
+
+class Fixed:
+    """A collector answering with given families (the endpoint's output, exposed as prometheus_client does)."""
+
+    def __init__(self, fams: list) -> None:
+        self.fams = fams
+
+    def collect(self) -> list:
+        return self.fams
 
 
 def free_port() -> int:
@@ -59,6 +73,13 @@ def scrape(port: int) -> dict[str, list[tuple[dict[str, str], float]]]:
         for s in fam.samples:
             out.setdefault(s.name, []).append((s.labels, s.value))
     return out
+
+
+def state_of(metrics: dict, run: str) -> str | None:
+    """The run's state: the one true member of its StateSet (exactly one while it is listed)."""
+    true = [lab["perfwatch_run_state"] for lab, v in metrics.get("perfwatch_run_state", []) if lab["run"] == run and v]
+    assert len(true) <= 1, true
+    return true[0] if true else None
 
 
 def value(metrics: dict, name: str, run: str) -> float | None:
@@ -86,9 +107,9 @@ def test_scrape_while_a_campaign_runs_equals_report(tmp_path: Path) -> None:
 
         def mlp_done() -> bool:
             m = scrape(port)
-            for labels, _ in m.get("perfwatch_run_info", []):
-                if labels["run"] == "mlp.r0" and (not states or states[-1] != labels["state"]):
-                    states.append(labels["state"])
+            now = state_of(m, "mlp.r0")
+            if now is not None and (not states or states[-1] != now):
+                states.append(now)
             # the process exit (state) can come before perfwatch has read the log's last lines: wait for run_stop
             return bool(states) and states[-1] == "done" and bool(
                 value(m, "perfwatch_run_time_to_train_seconds", "mlp.r0"))
@@ -96,10 +117,21 @@ def test_scrape_while_a_campaign_runs_equals_report(tmp_path: Path) -> None:
         assert wait_for(mlp_done, timeout=90, step=0.2), f"states seen: {states}"
         assert states[0] in ("queued", "starting", "running") and states[-1] == "done", states
         m = scrape(port)
+        assert state_of(m, "gate.r0") == "running"  # the campaign is still live
         info = {lab["run"]: lab for lab, _ in m["perfwatch_run_info"]}
-        assert info["gate.r0"]["state"] == "running"  # the campaign is still live
-        assert info["mlp.r0"]["job"] == "mlp" and info["mlp.r0"]["benchmark"] == "mlp_regression"
-        assert info["mlp.r0"]["campaign"] == "scrape"
+        assert info["mlp.r0"] == {"campaign": "scrape", "logdir": str(logdir.resolve()), "hostname": socket.gethostname(),
+                                  "run": "mlp.r0", "campaign_job": "mlp"}
+        bench = [lab for lab, _ in m["perfwatch_run_benchmark_info"] if lab["run"] == "mlp.r0"]
+        assert [b["benchmark"] for b in bench] == ["mlp_regression"]
+        identity = {k: info["mlp.r0"][k] for k in ("campaign", "logdir", "hostname", "run")}
+        for name, series in m.items():  # every per-run series carries exactly the run's identity labels
+            if name.startswith("perfwatch_run_"):
+                for labels, _ in series:
+                    if labels["run"] == "mlp.r0":
+                        extra = set(labels) - set(identity)
+                        assert {k: labels[k] for k in identity} == identity and extra <= {
+                            "campaign_job", "benchmark", "perfwatch_run_state"}, (name, labels)
+                        assert "job" not in labels and "state" not in labels
 
         rep = subprocess.run([sys.executable, "-m", "perfwatch", "report", str(logdir), "--format", "json"],
                              capture_output=True, text=True, env=env, timeout=120, check=True)
@@ -109,20 +141,26 @@ def test_scrape_while_a_campaign_runs_equals_report(tmp_path: Path) -> None:
         assert value(m, "perfwatch_run_samples_per_second_mean", "mlp.r0") == pytest.approx(row["throughput_mean"])
         assert value(m, "perfwatch_run_mfu_ratio", "mlp.r0") == pytest.approx(row["mfu"])
         assert value(m, "perfwatch_run_eval_best", "mlp.r0") == pytest.approx(row["best_eval"])
-        assert value(m, "perfwatch_run_time_to_train_seconds", "mlp.r0") == pytest.approx(
-            row["time_to_train_ms"] / 1000)
-        assert value(m, "perfwatch_run_bad_lines", "mlp.r0") == row["bad_lines"] == 0
+        # seconds from integer ms, without float noise: the decimal the report's ms give
+        assert repr(value(m, "perfwatch_run_time_to_train_seconds", "mlp.r0")) == repr(
+            float(Decimal(str(row["time_to_train_ms"])) / 1000))
+        assert value(m, "perfwatch_run_bad_lines_total", "mlp.r0") == row["bad_lines"] == 0
         assert value(m, "perfwatch_run_target_reached", "mlp.r0") == 1.0 and row["target_reached"] is True
         assert value(m, "perfwatch_run_eval_target", "mlp.r0") == 0.4
-        assert value(m, "perfwatch_host_memory_total_bytes", "") is None  # host gauges carry no run label
-        assert m["perfwatch_host_memory_total_bytes"][0][1] > 0
-        counts = {lab["state"]: v for lab, v in m["perfwatch_campaign_runs"]}
+        host_total = m["perfwatch_host_memory_total_bytes"]
+        assert [lab for lab, _ in host_total] == [{"hostname": socket.gethostname()}] and host_total[0][1] > 0
+        assert 0 <= m["perfwatch_host_cpu_utilization_ratio"][0][1] <= 1
+        counts = {lab["state"]: v for lab, v in m["perfwatch_campaign_runs"] if v}
         assert counts == {"running": 1.0, "done": 1.0}
 
         gate.touch()
+        # the endpoint outlives the campaign (--metrics-grace) so the final states are scraped
+        assert wait_for(lambda: state_of(scrape(port), "gate.r0") == "done", timeout=60, step=0.2)
+        # scrapes of the final states end the grace period long before its 120 s
+        assert wait_for(lambda: scrape(port) == {}, timeout=60, step=0.5)
         out, _ = proc.communicate(timeout=60)
         assert proc.returncode == 0, out
-        assert f"metrics: http://127.0.0.1:{port}/metrics" in out
+        assert f"metrics: http://127.0.0.1:{port}/metrics" in out and "--metrics-grace" in out
         assert scrape(port) == {}  # the endpoint went away with perfwatch
     finally:
         if proc.poll() is None:
@@ -156,39 +194,165 @@ def test_a_bad_metrics_port_is_a_clear_error_before_anything_starts(
     assert not logdir.exists()
 
 
-def test_gpu_and_host_gauges_name_the_run_on_each_gpu() -> None:
-    """Per-GPU series carry index, uuid, name and the run holding the GPU (telemetry types, no NVML)."""
+def test_gpu_series_carry_the_dcgm_exporters_labels() -> None:
+    """Per-GPU series are labelled as the DCGM exporter labels its own (telemetry types, no NVML), in base units;
+    which run holds a GPU is an info series, so the GPU's value series never change labels."""
     gpus = GpuStatus(True, gpus=(
-        GpuSample(0, name="NVIDIA H100 80GB HBM3", uuid="GPU-aaa", util_sm=97.0, mem_used=40 * 2**30,
-                  mem_total=80 * 2**30, power_w=650.5, temp_c=71.0, sm_clock=1980, mem_clock=2619,
-                  throttle=("sw_power_cap",)),
+        GpuSample(0, name="NVIDIA H100 80GB HBM3", uuid="GPU-aaa", bus_id="00000000:3B:00.0", util_sm=97.0,
+                  mem_used=40 * 2**30, mem_total=80 * 2**30, power_w=650.5, temp_c=71.0, sm_clock=1980,
+                  mem_clock=2619, throttle=("sw_power_cap",), energy_mj=5_000_123),
         GpuSample(1, name="NVIDIA H100 80GB HBM3", uuid="GPU-bbb", util_sm=0.0, throttle=()),
     ))
     tele = Snapshot(time=time.time(), gpu=gpus, host=HostSample(cpu_percent=12.5, mem_used=3, mem_total=8))
-    snap = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r1", None, "job", "running", (0,), alive=True),), tele)
-    text = "".join(f"{s.name} {s.labels} {s.value}\n" for fam in families(snap, {}) for s in fam.samples)
-    assert ("perfwatch_gpu_utilization_percent {'gpu': '0', 'uuid': 'GPU-aaa', 'name': 'NVIDIA H100 80GB HBM3', "
-            "'run': 'r1'} 97.0") in text
-    assert "perfwatch_gpu_sm_clock_hertz {'gpu': '0'" in text and "1980000000.0" in text
-    assert "'run': ''} 0.0" in text  # GPU 1 is nobody's
-    assert "perfwatch_gpu_clock_event_reason {'gpu': '0', 'uuid': 'GPU-aaa', 'name': 'NVIDIA H100 80GB HBM3', " \
-           "'run': 'r1', 'reason': 'sw_power_cap'} 1.0" in text
-    assert "perfwatch_host_cpu_percent {} 12.5" in text
+    snap = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r1", None, "job", "running", (0,), alive=True),), tele,
+                        "/data/logdir", "node7")
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Fixed(families(snap, {})))
+    text = generate_latest(registry).decode()
+    got = {(s.name, tuple(sorted(s.labels.items()))): s.value
+           for fam in openmetrics_families(text) for s in fam.samples}
+    gpu0 = (("Hostname", "node7"), ("UUID", "GPU-aaa"), ("gpu", "0"), ("modelName", "NVIDIA H100 80GB HBM3"),
+            ("pci_bus_id", "00000000:3B:00.0"))
+    assert got[("perfwatch_gpu_utilization_ratio", gpu0)] == 0.97
+    assert got[("perfwatch_gpu_sm_clock_hertz", gpu0)] == 1.98e9
+    assert got[("perfwatch_gpu_memory_total_bytes", gpu0)] == 80 * 2**30
+    assert got[("perfwatch_gpu_energy_joules_total", gpu0)] == 5000.123
+    assert got[("perfwatch_gpu_clock_event_reason", (*gpu0, ("reason", "sw_power_cap")))] == 1.0
+    holder = tuple(sorted((*gpu0, ("campaign", "c"), ("logdir", "/data/logdir"), ("run", "r1"))))
+    assert got[("perfwatch_gpu_run_info", holder)] == 1.0
+    assert [k for k in got if k[0] == "perfwatch_gpu_run_info"] == [("perfwatch_gpu_run_info", holder)]  # GPU 1: nobody's
+    assert got[("perfwatch_host_cpu_utilization_ratio", (("hostname", "node7"),))] == 0.125
+    assert "# UNIT perfwatch_gpu_power_watts watts" in text and "# TYPE perfwatch_gpu_energy_joules counter" in text
+    assert got[("perfwatch_run_info", (("campaign", "c"), ("campaign_job", "job"), ("hostname", "node7"),
+                                       ("logdir", "/data/logdir"), ("run", "r1")))] == 1.0
     import re
 
     documented = set(re.findall(r"`(perfwatch_[a-z_]+)`", (ROOT / "docs/metrics.md").read_text()))
-    assert {fam.name for fam in families(snap, {})} <= documented  # every family the endpoint can emit
-    assert "perfwatch_run_info {'campaign': 'c', 'run': 'r1', 'job': 'job', 'benchmark': '', 'state': 'running'}" in text
+    assert {s.name for fam in openmetrics_families(text) for s in fam.samples} <= documented  # every series
 
 
-def test_the_grafana_dashboard_uses_only_documented_metrics() -> None:
+def test_state_is_a_stateset_and_the_series_keep_their_labels_from_queued_to_done() -> None:
+    """A run's value series keep one label set for its whole life: state and benchmark never split them."""
+    registry = CollectorRegistry(auto_describe=False)
+    scrapes: list[dict[str, set[tuple[tuple[str, str], ...]]]] = []
+    from perfwatch.core.model.status import RunStatus, State, Verdict, count
+
+    for state in ("queued", "starting", "running", "done"):
+        counts = count([RunStatus(State(state), Verdict.NO_TARGET, "", False, "queued")])  # the engine's
+        snap = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r1", None, "job", state, ()),), None, "/l", "h",
+                            counts)
+        fixed = Fixed(families(snap, {}))
+        registry.register(fixed)
+        text = generate_latest(registry).decode()
+        registry.unregister(fixed)
+        seen: dict[str, set[tuple[tuple[str, str], ...]]] = {}
+        for fam in openmetrics_families(text):
+            for s in fam.samples:
+                if s.name == "perfwatch_run_state":
+                    assert s.value == (1.0 if s.labels["perfwatch_run_state"] == state else 0.0)
+                if s.name == "perfwatch_campaign_runs":
+                    assert s.value == (1.0 if s.labels["state"] == state else 0.0)
+                seen.setdefault(s.name, set()).add(tuple(sorted(s.labels.items())))
+        scrapes.append(seen)
+    assert all(seen == scrapes[0] for seen in scrapes)  # the same series from queued to done
+    assert scrapes[0]["perfwatch_run_info"] == {(("campaign", "c"), ("campaign_job", "job"), ("hostname", "h"),
+                                                 ("logdir", "/l"), ("run", "r1"))}
+    assert set(scrapes[0]) == {"perfwatch_run_info", "perfwatch_run_state", "perfwatch_campaign_runs",
+                               "perfwatch_campaign_runs_target", "perfwatch_campaign_runs_failed"}
+    states = {dict(labels)["perfwatch_run_state"] for labels in scrapes[0]["perfwatch_run_state"]}
+    assert states == {w.value for w in State}  # the one vocabulary (core/model/status.py), every word listed
+
+
+def test_values_carry_no_float_noise() -> None:
+    assert 2010 * 1e-3 == 2.0100000000000002  # what a scaled multiplication gives
+    assert clean(2010, 1000) == 2.01 and clean(1.23, 1e-3) == 1230.0 and clean(97.0, 100) == 0.97
+    assert clean(float("nan")) is None and clean(float("inf")) is None and clean(None) is None
+    assert clean(2**40) == 2**40  # bytes stay exact
+
+
+def registry_for_exposition(tmp_path: Path) -> CollectorRegistry:
+    """A registry answering the endpoint's families for a snapshot in which every family has a sample."""
+    from perfwatch.core.measure.eta import Eta
+    from perfwatch.core.model.run import Run
+    from perfwatch.core.telemetry.types import ProcTree
+    from perfwatch.exporters.metrics import RUN_COUNTERS, RUN_GAUGES
+
+    log = tmp_path / "mllog.txt"
+    records = [("submission_benchmark", "bert", 0), ("run_start", None, 1_000), ("eval_accuracy", 0.5, 61_000)]
+    log.write_text("".join(":::MLLOG " + json.dumps({"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME",
+                                                     "key": k, "value": v, "metadata": {}}) + "\n"
+                           for k, v, t in records))
+    run = Run("r", str(log))
+    run.feed_lines(log.read_bytes().split(b"\n"))
+    gpus = GpuStatus(True, gpus=(GpuSample(0, name="NVIDIA H100", uuid="GPU-a", bus_id="00000000:3B:00.0",
+                                           util_sm=50.0, util_mem=20.0, mem_used=1, mem_total=2, power_w=3.0,
+                                           power_limit_w=4.0, temp_c=5.0, sm_clock=6, mem_clock=7,
+                                           throttle=("sw_power_cap",), energy_mj=8),))
+    tele = Snapshot(time=time.time(), gpu=gpus, host=HostSample(cpu_percent=1.0, mem_used=1, mem_total=2),
+                    runs={"r": ProcTree(pids=(1,), cpu_percent=50.0, rss=10)})
+    live = LiveRun("r", run.view(), "j", "running", (0,), Eta("converging", at_ms=150_000, plus_minus_ms=1_000),
+                   alive=True)
+    rows = {"r": {key: 1 for _, _, key, _, _ in (*RUN_GAUGES, *RUN_COUNTERS)}}
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Fixed(families(LiveSnapshot("c", tmp_path, (live,), tele, "/l", "h"), rows)))
+    return registry
+
+
+def exposition(tmp_path: Path) -> str:
+    """The endpoint's OpenMetrics text for a snapshot in which every family has a sample."""
+    return generate_latest(registry_for_exposition(tmp_path)).decode()
+
+
+# unit ids of Grafana's value formats (packages/grafana-data/src/valueFormats/categories.ts) the dashboard may use
+GRAFANA_UNITS = {"none", "short", "percentunit", "s", "bytes", "decbytes", "watt", "joule", "celsius", "hertz"}
+
+
+def test_the_grafana_dashboard_is_valid_and_queries_only_exported_series(tmp_path: Path) -> None:
+    """Grafana's classic dashboard JSON model (what *Import* reads): panels with unique ids, a 24-column
+    gridPos, unique refIds, template variables for campaign, LOGDIR and host; every query names series the
+    endpoint exports, with labels those series carry."""
     import re
 
-    dash = (ROOT / "docs/grafana/perfwatch.json").read_text()
-    json.loads(dash)
-    used = set(re.findall(r"perfwatch_[a-z_]+", dash))
-    documented = set(re.findall(r"`(perfwatch_[a-z_]+)`", (ROOT / "docs/metrics.md").read_text()))
-    assert len(used) >= 10 and used <= documented, used - documented
+    dash = json.loads((ROOT / "docs/grafana/perfwatch.json").read_text())
+    labels_of: dict[str, set[str]] = {}
+    for fam in openmetrics_families(exposition(tmp_path)):
+        for sample in fam.samples:
+            labels_of.setdefault(sample.name, set()).update(sample.labels)
+    assert {"perfwatch_run_info", "perfwatch_run_state", "perfwatch_gpu_run_info"} <= set(labels_of)
+    assert isinstance(dash["title"], str) and isinstance(dash["uid"], str) and len(dash["uid"]) <= 40
+    assert isinstance(dash["schemaVersion"], int) and dash["schemaVersion"] >= 36  # Grafana 9+ (timeseries, uid)
+    variables = {v["name"]: v for v in dash["templating"]["list"]}
+    assert variables["datasource"]["type"] == "datasource" and variables["datasource"]["query"] == "prometheus"
+    for name in ("campaign", "logdir", "hostname"):  # the dashboard filters by campaign, LOGDIR and host
+        assert variables[name]["type"] == "query" and variables[name]["multi"] and variables[name]["includeAll"]
+    exprs = [v["definition"] for v in variables.values() if v["type"] == "query"]
+    ids = [p["id"] for p in dash["panels"]]
+    assert len(ids) == len(set(ids)) and all(isinstance(i, int) for i in ids)
+    for panel in dash["panels"]:
+        pos = panel["gridPos"]
+        assert set(pos) == {"h", "w", "x", "y"} and all(isinstance(v, int) and v >= 0 for v in pos.values())
+        assert pos["x"] + pos["w"] <= 24 and pos["h"] > 0, panel["title"]
+        assert panel["type"] in ("timeseries", "table", "stat") and panel["datasource"]["uid"] == "${datasource}"
+        assert panel["fieldConfig"]["defaults"]["unit"] in GRAFANA_UNITS, panel["title"]
+        refs = [t["refId"] for t in panel["targets"]]
+        assert refs and len(refs) == len(set(refs))
+        exprs += [t["expr"] for t in panel["targets"]]
+    used_vars: set[str] = set()
+    for expr in exprs:
+        used_vars |= set(re.findall(r"\$(\w+)", expr))
+        for name, selector in re.findall(r"(perfwatch_[a-z_]+)(\{[^}]*\})?", expr):
+            assert name in labels_of, (name, expr)
+            used = set(re.findall(r"(\w+)\s*=~?", selector))
+            assert used <= labels_of[name], (name, used - labels_of[name])
+        for group in re.findall(r"(?:by|on)\s*\(([^)]*)\)", expr):
+            for label in (g.strip() for g in group.split(",")):
+                assert any(label in labels for labels in labels_of.values()), (label, expr)
+        assert "job" not in re.findall(r"(\w+)\s*=~?", expr)  # Prometheus's own label, never perfwatch's
+    assert used_vars <= set(variables) and {"campaign", "logdir", "hostname"} <= used_vars
+    gpu = [e for e in exprs if "perfwatch_gpu_" in e and "run_info" not in e.split("and")[0]]
+    assert gpu and all("$hostname" in e and "$campaign" in e for e in gpu)  # GPU panels filter by host and campaign
+    host = [e for e in exprs if "perfwatch_host_" in e]
+    assert host and all("$hostname" in e for e in host)
 
 
 def test_eta_gauges_come_from_the_engines_eta(tmp_path: Path) -> None:
@@ -228,13 +392,51 @@ def test_the_detached_owner_serves_the_metrics(tmp_path: Path) -> None:
         assert out.returncode == 0, out.stderr
         assert f"metrics: http://127.0.0.1:{port}/metrics" in out.stdout
 
-        def hold_state() -> str | None:
-            labels = [lab for lab, _ in scrape(port).get("perfwatch_run_info", []) if lab["run"] == "hold.r0"]
-            return labels[0]["state"] if labels else None
-
-        assert wait_for(lambda: hold_state() == "running", timeout=30)
+        assert wait_for(lambda: state_of(scrape(port), "hold.r0") == "running", timeout=30)
         gate.touch()
-        assert wait_for(lambda: scrape(port) == {}, timeout=30)  # campaign over: the owner and its endpoint end
+        assert wait_for(lambda: state_of(scrape(port), "hold.r0") == "done", timeout=30)  # grace period
+        assert wait_for(lambda: scrape(port) == {}, timeout=30)  # final states scraped: the owner and endpoint end
         assert "all runs succeeded" in (logdir / "scheduler.out").read_text()
     finally:
         gate.touch()
+
+
+class FixedSource:
+    """A source whose snapshot is set by the test (the endpoint's input, as the engine publishes it)."""
+
+    def __init__(self, snap: LiveSnapshot) -> None:
+        self.snap = snap
+
+    def snapshot(self) -> LiveSnapshot:
+        return self.snap
+
+    def close(self) -> None:
+        pass
+
+
+def test_the_grace_period_waits_for_two_scrapes_of_a_finished_campaign() -> None:
+    import threading
+
+    from perfwatch.exporters.metrics import MetricsServer
+
+    server = MetricsServer("127.0.0.1", 0)
+    try:
+        running = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r", None, "j", "running", ()),), None, "/l", "h")
+        source = FixedSource(running)
+        server.serve(source)
+        assert not server.campaign_over()  # runs go on: quitting closes at once
+        source.snap = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r", None, "j", "done", ()),), None,
+                                   "/l", "h")
+        assert server.campaign_over()
+        waiting = threading.Thread(target=server.linger, args=(600,))
+        waiting.start()
+        seen: list[str | None] = []
+
+        def scraped_until_it_ends() -> bool:
+            seen.append(state_of(scrape(server.port), "r"))
+            return not waiting.is_alive()
+
+        assert wait_for(scraped_until_it_ends, timeout=60, step=0.2)  # scrapes end it, long before 600 s
+        assert seen[0] == "done"
+    finally:
+        server.close()

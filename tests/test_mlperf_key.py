@@ -17,7 +17,7 @@ from perfwatch.cli import main
 from perfwatch.core.control import registry
 from perfwatch.core.control.campaign import CampaignError, load_campaign
 
-FAKE = "tests/workloads_fake/fake.py"
+FAKE = str(Path(__file__).resolve().parents[1] / "tests/workloads_fake/fake.py")
 ROOT = Path(__file__).resolve().parents[1]
 RULESETS_DIR = Path(__import__("mlperf_logging.compliance_checker", fromlist=["x"]).__file__).parent
 

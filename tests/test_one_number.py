@@ -61,7 +61,8 @@ async def test_tui_headless_report_and_metrics_agree(mlperf_logs):
     def metric(name: str, rid: str) -> float | None:
         return next((s.value for s in metrics[name].samples if s.labels["run"] == rid), None)
 
-    states = {s.labels["run"]: s.labels["state"] for s in metrics["perfwatch_run_info"].samples}
+    states = {s.labels["run"]: s.labels["perfwatch_run_state"] for s in metrics["perfwatch_run_state"].samples
+              if s.value == 1}
     for rid, r in report.items():
         word, verdict, ttt_min, now, avg = headless[rid]
         cells = rows[rid].cells
@@ -241,9 +242,10 @@ async def test_every_front_end_shows_the_same_states_and_counts_as_the_tui(tmp_p
 
     # the metrics endpoint, read by prometheus_client's own parser
     fams = {f.name: f for f in text_string_to_metric_families(metrics)}
-    info = {s.labels["run"]: s.labels["state"] for s in fams["perfwatch_run_info"].samples}
+    info = {s.labels["run"]: s.labels["perfwatch_run_state"] for s in fams["perfwatch_run_state"].samples
+            if s.value == 1}
     assert info == {rid: e[0] for rid, e in EXPECTED.items()}
-    assert {s.labels["state"]: s.value for s in fams["perfwatch_campaign_runs"].samples} == COUNTS["states"]
+    assert {s.labels["state"]: s.value for s in fams["perfwatch_campaign_runs"].samples if s.value} == COUNTS["states"]
     assert {s.labels["verdict"]: s.value for s in fams["perfwatch_campaign_runs_target"].samples} == {
         "reached": 1, "not reached": 3, "no target": 2}
     assert [s.value for s in fams["perfwatch_campaign_runs_failed"].samples] == [4]

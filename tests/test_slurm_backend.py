@@ -168,7 +168,7 @@ def test_sigkill_perfwatch_then_control_and_attach_readopt_slurm_jobs(slurm, tmp
     gate, marker = tmp_path / "gate", tmp_path / "cleared.jsonl"
     path = campaign_file(tmp_path, f"""
         scheduler: {{backend: slurm, time_limit: 10m}}
-        cache_clear_cmd: [python, tests/workloads_fake/clear_cache.py, --marker, {marker}]
+        cache_clear_cmd: [python, {ROOT}/tests/workloads_fake/clear_cache.py, --marker, {marker}]
         defaults: {{target: {{value: 0.9}}}}
         jobs:
           - {{name: job, repeat: 2, cmd: [python, {FAKE}, --epochs, 10, --step, 0.05, --gate, {gate}]}}
@@ -235,6 +235,7 @@ def test_two_node_torchrun_job_rendezvous_from_the_allocation(slurm_two_nodes, t
     env = {**os.environ, **slurm_two_nodes.env()}
     path = campaign_file(tmp_path, """
         name: twonode
+        relative_to: current_dir
         scheduler: {backend: slurm}
         defaults: {threads: 1, timeout: 5m, target: {key: eval_accuracy, value: 0.90}}
         jobs:

@@ -79,7 +79,8 @@ def run(args: argparse.Namespace) -> int:
         if server is not None:
             server.close()
         return 2
-    return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=False))
+    return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=False),
+                             args.metrics_grace)
 
 
 class _Refused(Exception):

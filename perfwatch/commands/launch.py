@@ -25,7 +25,10 @@ def register(sub: argparse._SubParsersAction) -> None:
         "LOGDIR, start every run in its own process group and watch it. Runs survive perfwatch: "
         "`perfwatch attach LOGDIR` reopens them.",
     )
-    p.add_argument("campaign", type=Path, help="campaign YAML file")
+    p.add_argument("campaign", type=Path, nargs="?", help="campaign YAML file")
+    p.add_argument("--demo", action="store_true",
+                   help="the demo campaign shipped with perfwatch (needs torch: pip install 'perfwatch[workloads]'); "
+                   "its LOGDIR goes under ./runs/")
     p.add_argument("--dry-run", action="store_true", help="print the expanded plan; start nothing")
     p.add_argument("--headless", action="store_true", help="plain progress lines and a final table (no TUI)")
     p.add_argument("--detach", action="store_true", help="run the campaign in the background and return")
@@ -56,6 +59,9 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
     print(f"max_parallel: {mp}" + (f"   baseline: {campaign.baseline}" if campaign.baseline else "")
           + ("   backend: slurm" if campaign.backend.backend == "slurm" else ""))
     slurm = campaign.backend.backend == "slurm"
+    folders = {r.cwd for r in campaign.runs}
+    if len(folders) == 1:  # relative scripts resolve here (the campaign file's folder unless it says otherwise)
+        print(f"working directory: {folders.pop()}")
     print("GPUs: requested per run with --gres on the compute nodes" if slurm else gpus_line(campaign.gpus))
     where = planned_devices(campaign.runs, campaign.gpus, campaign.max_parallel)
     for r in campaign.runs:
@@ -119,10 +125,22 @@ def open_ui(session: Session, args: argparse.Namespace, *, stop_on_interrupt: bo
     return run_headless(session, out, stop_on_interrupt=stop_on_interrupt, once=getattr(args, "once", False))
 
 
+def demo_campaign() -> Path:
+    """The demo campaign inside the installed package (the checkout's workloads/, linked as perfwatch/workloads)."""
+    import perfwatch
+
+    return Path(perfwatch.__file__).parent / "workloads" / "demo.yaml"
+
+
 def run(args: argparse.Namespace) -> int:
     from perfwatch.core.control.campaign import CampaignError, load_campaign
     from perfwatch.core.engine import expand_logdir, launch_session
 
+    if args.demo == (args.campaign is not None):
+        print("perfwatch launch: name a campaign YAML file, or --demo", file=sys.stderr)
+        return 2
+    if args.demo:
+        args.campaign = demo_campaign()
     try:
         campaign = load_campaign(args.campaign, backend=args.backend)
     except CampaignError as exc:
@@ -152,4 +170,5 @@ def run(args: argparse.Namespace) -> int:
         if url:
             print(f"  metrics: {url}")
         return rc
-    return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=True))
+    return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=True),
+                             args.metrics_grace)

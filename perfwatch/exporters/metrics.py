@@ -4,57 +4,91 @@ A custom collector reads the latest `LiveSnapshot` at scrape time, so nothing ha
 log line and an idle endpoint costs nothing. Every per-run number is a column of
 `perfwatch report`'s rows (`results.summary.run_row` + `metrics_columns`), computed by the
 same functions; rows are cached per run until the run's view or its telemetry file changes.
-Metric names and units are documented in docs/metrics.md.
+
+The shape follows Prometheus's conventions: every series of a run carries the same identity
+labels for its whole life (`campaign`, `logdir`, `hostname`, `run`); the run's state is a
+StateSet and its job an info metric, never labels on value series; base units (seconds,
+bytes, joules, ratios 0..1) with `# UNIT` in OpenMetrics; cumulative counts are counters.
+GPU series carry the DCGM exporter's labels (`gpu`, `UUID`, `pci_bus_id`, `modelName`,
+`Hostname`) so they join with its series. Names and the mapping are in docs/metrics.md.
 """
 
 from __future__ import annotations
 
 import math
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    InfoMetricFamily,
+    Metric,
+    StateSetMetricFamily,
+)
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from perfwatch.core.layout import TELEMETRY_FILE
+from perfwatch.core.model.status import State
 from perfwatch.core.results.summary import metrics_columns, run_row
 from perfwatch.exporters.source import LiveRun, LiveSnapshot, Source
+from perfwatch.text.escape import printable
 
-RUN_LABELS = ["campaign", "run", "job", "benchmark", "state"]
-GPU_LABELS = ["gpu", "uuid", "name", "run"]
+RUN_LABELS = ["campaign", "logdir", "hostname", "run"]  # a run's identity: the same on every series, all its life
+GPU_LABELS = ["gpu", "UUID", "pci_bus_id", "modelName", "Hostname"]  # the DCGM exporter's label names
+HOST_LABELS = ["hostname"]
+CAMPAIGN_LABELS = RUN_LABELS[:3]  # campaign, logdir, hostname
+_ENDED = frozenset(word.value for word in State if word.ended)
 DEFAULT_HOST = "127.0.0.1"
+SIGNIFICANT_DIGITS = 15  # a double's decimal precision: drops float noise (2.0100000000000002 -> 2.01)
 
-# (metric suffix, help text, report row key, scale): one gauge per run for each
-RUN_GAUGES: list[tuple[str, str, str, float]] = [
-    ("samples_per_second", "Throughput over the rolling window (report: samples_per_s_window)",
-     "samples_per_s_window", 1.0),
-    ("samples_per_second_mean", "Mean throughput over the whole run (report: throughput_mean)",
-     "throughput_mean", 1.0),
-    ("tokens_per_second", "Tokens/s over the rolling window (report: tokens_per_s)", "tokens_per_s", 1.0),
-    ("mfu_ratio", "Model FLOPs utilization, 0..1 (report: mfu)", "mfu", 1.0),
-    ("eval_best", "Best eval metric so far (report: best_eval)", "best_eval", 1.0),
-    ("time_to_train_seconds", "Time-to-train, run_start to run_stop (report: time_to_train_ms / 1000)",
-     "time_to_train_ms", 1e-3),
-    ("bad_lines", "Log lines that are not valid MLLOG records (report: bad_lines)", "bad_lines", 1.0),
-    ("gpu_utilization_mean_percent", "Mean GPU utilization over the run's telemetry (report: gpu_util_mean)",
-     "gpu_util_mean", 1.0),
-    ("power_mean_watts", "Mean GPU power of the run (report: power_mean_w)", "power_mean_w", 1.0),
-    ("cpu_mean_percent", "Mean CPU of the run's process tree (report: cpu_mean)", "cpu_mean", 1.0),
-    ("energy_to_train_joules", "GPU energy from run_start to run_stop (report: energy_to_train_kj x 1000)",
-     "energy_to_train_kj", 1e3),
-    ("energy_joules", "GPU energy of the whole run so far (report: energy_run_kj x 1000)", "energy_run_kj", 1e3),
-    ("samples_per_joule", "Training samples per joule of GPU energy (report: samples_per_j)", "samples_per_j", 1.0),
+# (name, help text, report row key, divisor, unit): one gauge per run for each report column
+RUN_GAUGES: list[tuple[str, str, str, float, str]] = [
+    ("perfwatch_run_samples_per_second", "Throughput over the rolling window (report: samples_per_s_window)",
+     "samples_per_s_window", 1, ""),
+    ("perfwatch_run_samples_per_second_mean", "Mean throughput over the whole run (report: throughput_mean)",
+     "throughput_mean", 1, ""),
+    ("perfwatch_run_tokens_per_second", "Tokens/s over the rolling window (report: tokens_per_s)",
+     "tokens_per_s", 1, ""),
+    ("perfwatch_run_mfu_ratio", "Model FLOPs utilization, 0..1 (report: mfu)", "mfu", 1, "ratio"),
+    ("perfwatch_run_eval_best", "Best eval metric so far (report: best_eval)", "best_eval", 1, ""),
+    ("perfwatch_run_time_to_train_seconds", "Time-to-train, run_start to run_stop (report: time_to_train_ms)",
+     "time_to_train_ms", 1000, "seconds"),
+    ("perfwatch_run_gpu_utilization_mean_ratio",
+     "Mean GPU utilization over the run's telemetry, 0..1 (report: gpu_util_mean / 100)", "gpu_util_mean", 100,
+     "ratio"),
+    ("perfwatch_run_power_mean_watts", "Mean GPU power of the run (report: power_mean_w)", "power_mean_w", 1,
+     "watts"),
+    ("perfwatch_run_cpu_mean_ratio",
+     "Mean CPU of the run's process tree, 1 = one core busy (report: cpu_mean / 100)", "cpu_mean", 100, "ratio"),
+    ("perfwatch_run_energy_to_train_joules", "GPU energy from run_start to run_stop (report: energy_to_train_kj)",
+     "energy_to_train_kj", 1e-3, "joules"),
+    ("perfwatch_run_samples_per_joule", "Training samples per joule of GPU energy (report: samples_per_j)",
+     "samples_per_j", 1, ""),
+]
+# counters: counts and amounts that only grow over a run's life
+RUN_COUNTERS: list[tuple[str, str, str, float, str]] = [
+    ("perfwatch_run_bad_lines", "Log lines that are not valid MLLOG records (report: bad_lines)", "bad_lines", 1, ""),
+    ("perfwatch_run_energy_joules", "GPU energy of the whole run so far (report: energy_run_kj)", "energy_run_kj",
+     1e-3, "joules"),
 ]
 
 
-def _num(value: Any) -> float | None:
+def _texts(*values: str) -> list[str]:
+    """Label values from disk and logs (names, paths), control characters shown as escapes."""
+    return [printable(v) for v in values]
+
+
+def clean(value: Any, divisor: float = 1) -> float | None:
+    """A finite number as a float without float noise (`value / divisor`), else None (the series is left out)."""
     if isinstance(value, bool):
         return 1.0 if value else 0.0
-    if isinstance(value, int | float) and math.isfinite(value):
-        return float(value)
-    return None
+    if not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(f"{value / divisor:.{SIGNIFICANT_DIGITS}g}")
 
 
 class RowCache:
@@ -94,6 +128,7 @@ class PerfwatchCollector(Collector):
 
     def __init__(self, source: Source | None = None) -> None:
         self.source = source
+        self.scrapes = 0  # answered so far (the grace period after a campaign waits for some)
         self._cache = RowCache()
         self._lock = threading.Lock()  # the HTTP server answers each scrape on its own thread
 
@@ -103,149 +138,165 @@ class PerfwatchCollector(Collector):
         with self._lock:
             snap = self.source.snapshot()
             rows = self._cache.rows(snap)
+            self.scrapes += 1
             return iter(families(snap, rows))
+
+
+def _gauge(name: str, doc: str, labels: list[str], unit: str = "") -> GaugeMetricFamily:
+    return GaugeMetricFamily(name, doc, labels=labels, unit=unit)
 
 
 def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric]:
     """Every metric family of one snapshot (pure: the collector's whole output)."""
-    out: list[Metric] = []
-    run_fams = {suffix: GaugeMetricFamily(f"perfwatch_run_{suffix}", doc, labels=RUN_LABELS)
-                for suffix, doc, _, _ in RUN_GAUGES}
-    info = GaugeMetricFamily("perfwatch_run_info", "One series per run: its labels (value 1)", labels=RUN_LABELS)
-    last = GaugeMetricFamily("perfwatch_run_eval_last", "Latest eval metric value", labels=RUN_LABELS)
-    target = GaugeMetricFamily("perfwatch_run_eval_target", "The run's target for its eval metric",
-                               labels=RUN_LABELS)
-    reached = GaugeMetricFamily("perfwatch_run_target_reached", "1 once the eval metric reached the target",
-                                labels=RUN_LABELS)
-    elapsed = GaugeMetricFamily("perfwatch_run_elapsed_seconds",
-                                "Since run_start: time-to-train once stopped, else up to the latest record",
-                                labels=RUN_LABELS)
-    findings = GaugeMetricFamily("perfwatch_run_compliance_findings",
-                                 "Live MLPerf compliance findings (errors and warnings)", labels=RUN_LABELS)
-    compliant = GaugeMetricFamily("perfwatch_run_compliance_ok",
-                                  "1 pass / 0 fail as the official checker is expected to judge; absent "
-                                  "while undecided", labels=RUN_LABELS)
-    eta = GaugeMetricFamily("perfwatch_run_eta_seconds",
-                            "Predicted time left until the eval metric reaches the target (while converging)",
+    info = InfoMetricFamily("perfwatch_run", "One series per run, from queued on: its campaign job",
                             labels=RUN_LABELS)
-    eta_pm = GaugeMetricFamily("perfwatch_run_eta_plus_minus_seconds",
-                               "Uncertainty of the ETA; absent when the ETA is only a lower bound",
-                               labels=RUN_LABELS)
-    proc_cpu = GaugeMetricFamily("perfwatch_run_process_cpu_percent",
-                                 "CPU of the run's live process tree now (can exceed 100)", labels=RUN_LABELS)
-    proc_rss = GaugeMetricFamily("perfwatch_run_process_rss_bytes", "RSS of the run's live process tree now",
+    bench = InfoMetricFamily("perfwatch_run_benchmark",
+                             "The benchmark the run's log names (submission_benchmark), once it names one",
+                             labels=RUN_LABELS)
+    state = StateSetMetricFamily("perfwatch_run_state",
+                                 "The run's state: the controller's, or for logs nobody controls the log's status",
                                  labels=RUN_LABELS)
+    gauges = {name: _gauge(name, doc, RUN_LABELS, unit) for name, doc, _, _, unit in RUN_GAUGES}
+    counters = {name: CounterMetricFamily(name, doc, labels=RUN_LABELS, unit=unit)
+                for name, doc, _, _, unit in RUN_COUNTERS}
+    last = _gauge("perfwatch_run_eval_last", "Latest eval metric value", RUN_LABELS)
+    target = _gauge("perfwatch_run_eval_target", "The run's target for its eval metric", RUN_LABELS)
+    reached = _gauge("perfwatch_run_target_reached", "1 once the eval metric reached the target", RUN_LABELS)
+    elapsed = _gauge("perfwatch_run_elapsed_seconds",
+                     "Since run_start: time-to-train once stopped, else up to the latest record", RUN_LABELS, "seconds")
+    findings = CounterMetricFamily("perfwatch_run_compliance_findings",
+                                   "Live MLPerf compliance findings (errors and warnings)", labels=RUN_LABELS)
+    compliant = _gauge("perfwatch_run_compliance_ok",
+                       "1 pass / 0 fail as the official checker is expected to judge; absent while undecided",
+                       RUN_LABELS)
+    eta = _gauge("perfwatch_run_eta_seconds",
+                 "Predicted time left until the eval metric reaches the target (while converging)", RUN_LABELS,
+                 "seconds")
+    eta_pm = _gauge("perfwatch_run_eta_plus_minus_seconds",
+                    "Uncertainty of the ETA; absent when the ETA is only a lower bound", RUN_LABELS, "seconds")
+    proc_cpu = _gauge("perfwatch_run_process_cpu_ratio",
+                      "CPU of the run's live process tree now, 1 = one core busy (can exceed 1)", RUN_LABELS, "ratio")
+    proc_rss = _gauge("perfwatch_run_process_resident_memory_bytes", "RSS of the run's live process tree now",
+                      RUN_LABELS, "bytes")
     tele = snap.telemetry
-    gpu_runs: dict[int, list[str]] = {}
+    gpu_runs: dict[int, list[list[str]]] = {}
     for live in snap.runs:
-        labels = _run_labels(snap, live)
-        info.add_metric(labels, 1.0)
+        labels = _texts(snap.campaign, snap.logdir, snap.hostname, live.run_id)
+        info.add_metric(labels, {"campaign_job": printable(live.job)})
+        state.add_metric(labels, {word.value: word.value == live.state for word in State})
+        if live.alive:
+            for index in live.devices:
+                gpu_runs.setdefault(index, []).append(labels)
         view, row = live.view, rows.get(live.run_id, {})
         if view is None:
             continue
-        for suffix, _, key, scale in RUN_GAUGES:
-            value = _num(row.get(key))
-            if value is not None:
-                run_fams[suffix].add_metric(labels, value * scale)
-        if (v := _num(view.last_eval)) is not None:
+        if view.benchmark:
+            bench.add_metric(labels, {"benchmark": printable(view.benchmark)})
+        for name, _, key, divisor, _ in RUN_GAUGES:
+            if (v := clean(row.get(key), divisor)) is not None:
+                gauges[name].add_metric(labels, v)
+        for name, _, key, divisor, _ in RUN_COUNTERS:
+            if (v := clean(row.get(key), divisor)) is not None:
+                counters[name].add_metric(labels, v)
+        if (v := clean(view.last_eval)) is not None:
             last.add_metric(labels, v)
-        if view.target is not None:
-            target.add_metric(labels, float(view.target.value))
+        if view.target is not None and (v := clean(view.target.value)) is not None:
+            target.add_metric(labels, v)
             reached.add_metric(labels, 1.0 if view.target_reached else 0.0)
-        if (v := _num(view.elapsed_ms)) is not None:
-            elapsed.add_metric(labels, v / 1000.0)
+        if (v := clean(view.elapsed_ms, 1000)) is not None:
+            elapsed.add_metric(labels, v)
         findings.add_metric(labels, float(len(view.findings)))
         if view.compliance_ok is not None:
             compliant.add_metric(labels, 1.0 if view.compliance_ok else 0.0)
-        if live.eta is not None and (left := live.eta.remaining_ms(view.elapsed_ms)) is not None:
-            eta.add_metric(labels, left / 1000.0)
-            if (pm := _num(live.eta.plus_minus_ms)) is not None:
-                eta_pm.add_metric(labels, pm / 1000.0)
+        if live.eta is not None and (v := clean(live.eta.remaining_ms(view.elapsed_ms), 1000)) is not None:
+            eta.add_metric(labels, v)
+            if (pm := clean(live.eta.plus_minus_ms, 1000)) is not None:
+                eta_pm.add_metric(labels, pm)
         tree = tele.runs.get(view.run_id) if tele is not None else None
         if tree is not None and tree.alive:
-            if (v := _num(tree.cpu_percent)) is not None:
+            if (v := clean(tree.cpu_percent, 100)) is not None:
                 proc_cpu.add_metric(labels, v)
-            if (v := _num(tree.rss)) is not None:
+            if (v := clean(tree.rss)) is not None:
                 proc_rss.add_metric(labels, v)
-    for live in snap.runs:
-        if live.alive:
-            for index in live.devices:
-                gpu_runs.setdefault(index, []).append(live.run_id)
-    out += [info, *run_fams.values(), last, target, reached, elapsed, eta, eta_pm, findings, compliant, proc_cpu,
-            proc_rss]
-    out += _campaign(snap)
+    out: list[Metric] = [info, bench, state, *gauges.values(), *counters.values(), last, target, reached, elapsed,
+                         eta, eta_pm, findings, compliant, proc_cpu, proc_rss, *_campaign(snap)]
     if tele is not None:
-        out += _gpus(tele, gpu_runs)
-        out += _host(tele)
+        out += _gpus(tele, snap.hostname, gpu_runs)
+        out += _host(tele, snap.hostname)
     return out
 
 
-def _run_labels(snap: LiveSnapshot, live: LiveRun) -> list[str]:
-    bench = live.view.benchmark if live.view is not None else None
-    return [snap.campaign, live.run_id, live.job, bench or "", live.state]
-
-
 def _campaign(snap: LiveSnapshot) -> list[Metric]:
-    fam = GaugeMetricFamily("perfwatch_campaign_runs", "Runs of the campaign per state",
-                            labels=["campaign", "state"])
-    counts: dict[str, int] = {}
-    for live in snap.runs:
-        counts[live.state] = counts.get(live.state, 0) + 1
-    for state, n in sorted(counts.items()):
-        fam.add_metric([snap.campaign, state], float(n))
-    target = GaugeMetricFamily("perfwatch_campaign_runs_target", "Runs of the campaign by where they stand "
-                               "against their target (reached, not reached, no target)", labels=["campaign", "verdict"])
+    """The engine's counts (core/model/status.py `Counts`), every state and verdict listed (0 included), so
+    each count's series lives as long as the campaign's."""
+    labels = _texts(snap.campaign, snap.logdir, snap.hostname)
+    runs = _gauge("perfwatch_campaign_runs", "Runs of the campaign per state", [*CAMPAIGN_LABELS, "state"])
+    for word in State:
+        runs.add_metric([*labels, word.value], float(snap.counts.states.get(word.value, 0)))
+    target = _gauge("perfwatch_campaign_runs_target", "Runs of the campaign by where they stand against their "
+                    "target (reached, not reached, no target)", [*CAMPAIGN_LABELS, "verdict"])
     for verdict, n in snap.counts.verdicts.items():
-        target.add_metric([snap.campaign, verdict], float(n))
-    failed = GaugeMetricFamily("perfwatch_campaign_runs_failed", "Runs that ended without finishing and without "
-                               "reaching their target", labels=["campaign"])
-    failed.add_metric([snap.campaign], float(snap.counts.failed))
-    return [fam, target, failed]
+        target.add_metric([*labels, verdict], float(n))
+    failed = _gauge("perfwatch_campaign_runs_failed", "Runs that ended without finishing and without reaching "
+                    "their target", CAMPAIGN_LABELS)
+    failed.add_metric(labels, float(snap.counts.failed))
+    return [runs, target, failed]
 
 
-_GPU_GAUGES: list[tuple[str, str, str, float]] = [
-    ("utilization_percent", "Share of time a kernel ran (NVML GPU utilization)", "util_sm", 1.0),
-    ("memory_utilization_percent", "Share of time the memory controller was busy", "util_mem", 1.0),
-    ("memory_used_bytes", "Device memory in use", "mem_used", 1.0),
-    ("memory_total_bytes", "Device memory in total", "mem_total", 1.0),
-    ("power_watts", "Board power draw", "power_w", 1.0),
-    ("power_limit_watts", "Enforced power limit", "power_limit_w", 1.0),
-    ("temperature_celsius", "GPU temperature", "temp_c", 1.0),
-    ("sm_clock_hertz", "SM clock", "sm_clock", 1e6),
-    ("memory_clock_hertz", "Memory clock", "mem_clock", 1e6),
+# (name, help text, GpuSample attribute, divisor, unit, type); the DCGM field each matches is in docs/metrics.md
+_GPU_SERIES: list[tuple[str, str, str, float, str, str]] = [
+    ("perfwatch_gpu_utilization_ratio", "Share of time a kernel ran, 0..1 (NVML GPU utilization)", "util_sm", 100,
+     "ratio", "gauge"),
+    ("perfwatch_gpu_memory_utilization_ratio", "Share of time the memory controller was busy, 0..1", "util_mem",
+     100, "ratio", "gauge"),
+    ("perfwatch_gpu_memory_used_bytes", "Device memory in use", "mem_used", 1, "bytes", "gauge"),
+    ("perfwatch_gpu_memory_total_bytes", "Device memory in total", "mem_total", 1, "bytes", "gauge"),
+    ("perfwatch_gpu_power_watts", "Board power draw", "power_w", 1, "watts", "gauge"),
+    ("perfwatch_gpu_power_limit_watts", "Enforced power limit", "power_limit_w", 1, "watts", "gauge"),
+    ("perfwatch_gpu_temperature_celsius", "GPU temperature", "temp_c", 1, "celsius", "gauge"),
+    ("perfwatch_gpu_sm_clock_hertz", "SM clock", "sm_clock", 1e-6, "hertz", "gauge"),
+    ("perfwatch_gpu_memory_clock_hertz", "Memory clock", "mem_clock", 1e-6, "hertz", "gauge"),
+    ("perfwatch_gpu_energy_joules", "Energy since the driver loaded (NVML total energy)", "energy_mj", 1000,
+     "joules", "counter"),
 ]
 
 
-def _gpus(tele: Any, gpu_runs: dict[int, list[str]]) -> list[Metric]:
-    fams = {suffix: GaugeMetricFamily(f"perfwatch_gpu_{suffix}", doc, labels=GPU_LABELS)
-            for suffix, doc, _, _ in _GPU_GAUGES}
-    reasons = GaugeMetricFamily("perfwatch_gpu_clock_event_reason",
-                                "1 for each clock event (throttle) reason active now",
-                                labels=[*GPU_LABELS, "reason"])
-    available = GaugeMetricFamily("perfwatch_gpus_available", "1 when NVML reports GPUs, 0 when it does not")
+def _gpus(tele: Any, hostname: str, gpu_runs: dict[int, list[list[str]]]) -> list[Metric]:
+    fams: dict[str, GaugeMetricFamily | CounterMetricFamily] = {
+        name: (CounterMetricFamily if kind == "counter" else GaugeMetricFamily)(name, doc, labels=GPU_LABELS,
+                                                                               unit=unit)
+        for name, doc, _, _, unit, kind in _GPU_SERIES}
+    reasons = _gauge("perfwatch_gpu_clock_event_reason", "1 for each clock event (throttle) reason active now",
+                     [*GPU_LABELS, "reason"])
+    holders = InfoMetricFamily("perfwatch_gpu_run", "One series per GPU and live run the scheduler gave it "
+                               "(the run's identity labels; its host is `Hostname`)", labels=GPU_LABELS)
+    available = _gauge("perfwatch_gpus_available", "1 when NVML reports GPUs, 0 when it does not", HOST_LABELS)
     status = tele.gpu
     if status is not None:
-        available.add_metric([], 1.0 if status.available else 0.0)
+        available.add_metric(_texts(hostname), 1.0 if status.available else 0.0)
         for g in status.gpus:
-            labels = [str(g.index), g.uuid or "", g.name or "", ",".join(gpu_runs.get(g.index, []))]
-            for suffix, _, attr, scale in _GPU_GAUGES:
-                value = _num(getattr(g, attr))
-                if value is not None:
-                    fams[suffix].add_metric(labels, value * scale)
+            labels = _texts(str(g.index), g.uuid or "", g.bus_id or "", g.name or "", hostname)
+            for name, _, attr, divisor, _, _ in _GPU_SERIES:
+                if (v := clean(getattr(g, attr), divisor)) is not None:
+                    fams[name].add_metric(labels, v)
             for reason in g.throttle or ():
                 reasons.add_metric([*labels, reason], 1.0)
-    return [available, *fams.values(), reasons]
+            for run in gpu_runs.get(g.index, []):
+                holders.add_metric(labels, {"campaign": run[0], "logdir": run[1], "run": run[3]})
+    return [available, *fams.values(), reasons, holders]
 
 
-def _host(tele: Any) -> list[Metric]:
+def _host(tele: Any, hostname: str) -> list[Metric]:
     host = tele.host
-    cpu = GaugeMetricFamily("perfwatch_host_cpu_percent", "Host CPU busy, mean over cores (0..100)")
-    used = GaugeMetricFamily("perfwatch_host_memory_used_bytes", "Host memory in use")
-    total = GaugeMetricFamily("perfwatch_host_memory_total_bytes", "Host memory in total")
+    cpu = _gauge("perfwatch_host_cpu_utilization_ratio", "Host CPU busy, mean over cores, 0..1", HOST_LABELS,
+                 "ratio")
+    used = _gauge("perfwatch_host_memory_used_bytes", "Host memory in use", HOST_LABELS, "bytes")
+    total = _gauge("perfwatch_host_memory_total_bytes", "Host memory in total", HOST_LABELS, "bytes")
     if host is not None:
-        for fam, value in ((cpu, host.cpu_percent), (used, host.mem_used), (total, host.mem_total)):
-            if (v := _num(value)) is not None:
-                fam.add_metric([], v)
+        for fam, value, divisor in ((cpu, host.cpu_percent, 100), (used, host.mem_used, 1),
+                                    (total, host.mem_total, 1)):
+            if (v := clean(value, divisor)) is not None:
+                fam.add_metric(_texts(hostname), v)
     return [cpu, used, total]
 
 
@@ -270,12 +321,35 @@ class MetricsServer:
     def serve(self, source: Source) -> None:
         self.collector.source = source
 
+    def campaign_over(self) -> bool:
+        """Whether every run of the served session has ended (its final states are there to scrape)."""
+        source = self.collector.source
+        if source is None:
+            return False
+        runs = source.snapshot().runs
+        return bool(runs) and all(_ended(live) for live in runs)
+
+    def linger(self, grace: float, *, scrapes: int = 2, step: float = 0.1) -> None:
+        """Keep answering after the front end ended, so a scraper sees the final states: until `scrapes`
+        more scrapes were answered or `grace` seconds passed (Ctrl-C ends it at once)."""
+        seen = self.collector.scrapes
+        deadline = time.monotonic() + grace
+        try:
+            while self.collector.scrapes < seen + scrapes and time.monotonic() < deadline:
+                time.sleep(step)
+        except KeyboardInterrupt:
+            pass
+
     def close(self) -> None:
         self._httpd.shutdown()
         self._httpd.server_close()
         source, self.collector.source = self.collector.source, None
         if source is not None:
             source.close()
+
+
+def _ended(live: LiveRun) -> bool:
+    return live.state in _ENDED
 
 
 def bind(host: str, port: int) -> MetricsServer:

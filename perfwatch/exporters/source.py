@@ -9,6 +9,7 @@ sampling thread, else it is sampled on demand at scrape time.
 
 from __future__ import annotations
 
+import socket
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -42,6 +43,8 @@ class LiveSnapshot:
     root: Path  # paths in report rows are relative to this (as `perfwatch report ROOT` prints them)
     runs: tuple[LiveRun, ...]
     telemetry: Snapshot | None  # the latest host/GPU sample (None before the first one)
+    logdir: str = ""  # the LOGDIR's absolute path: tells two launches of one campaign apart
+    hostname: str = ""  # the host this endpoint and its telemetry run on
     counts: Counts = count(())  # the engine's counts: states, reached / not reached / no target, failed
 
 
@@ -62,8 +65,9 @@ class SessionSource:
     def snapshot(self) -> LiveSnapshot:
         s = self.session
         snap = s.engine.snapshot if s.engine is not None else None
+        logdir, host = str(Path(s.logdir).resolve()), socket.gethostname()
         if snap is None:
-            return LiveSnapshot(s.title, s.book.root, (), None)
+            return LiveSnapshot(s.title, s.book.root, (), None, logdir, host)
         runs = []
         for rid in snap.run_ids():  # the logs' order, then runs with no log yet (queued)
             view, info, eta, status = snap.views.get(rid), snap.procs.get(rid), snap.etas.get(rid), snap.statuses.get(rid)
@@ -73,7 +77,8 @@ class SessionSource:
                 runs.append(LiveRun(rid, view, info.job, status.word, tuple(info.devices or ()), eta, status.state.alive))
             elif view is not None:  # logs nobody controls
                 runs.append(LiveRun(rid, view, group_of(view), status.word, (), eta, status.state.alive))
-        return LiveSnapshot(s.title, s.book.root, tuple(runs), snap.devices or self._telemetry(snap.procs), snap.counts)
+        return LiveSnapshot(s.title, s.book.root, tuple(runs), snap.devices or self._telemetry(snap.procs), logdir,
+                            host, snap.counts)
 
     def _telemetry(self, procs: Mapping[str, Any]) -> Snapshot | None:
         owner = getattr(self.session.controller, "_telemetry", None)  # the campaign owner's TelemetryThread

@@ -1,6 +1,8 @@
 """Line charts as inline SVG: no script, no stylesheet, no fonts from anywhere (the HTML report).
 
 Every string that reaches the markup goes through `html.escape`; numbers are formatted here.
+Built with f-strings, not jinja2: jinja2 is no dependency of `report --format html` (only the web
+extra brings it) and its import alone adds 123 ms (benchmarks/library_choices.py).
 """
 
 from __future__ import annotations

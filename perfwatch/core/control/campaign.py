@@ -7,9 +7,13 @@ is rejected whole with `file:line: field: message`.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import itertools
+import os
 import re
 import shutil
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,7 +43,8 @@ from perfwatch.core.mlperf.targets import Target
 __all__ = ["Campaign", "CampaignError", "Launcher", "RunSpec", "load_campaign"]
 
 TOP_KEYS = ("name", "description", "logdir", "system", "defaults", "jobs", "baseline", "scheduler",
-            *CACHE_CLEAR_KEYS)
+            "python", "relative_to", *CACHE_CLEAR_KEYS)
+RELATIVE_TO = ("campaign_file", "current_dir")  # what relative script paths and `cwd` resolve against
 JOB_KEYS = ("name", "cmd", "args", "launcher", *SETTING_KEYS)
 SYSTEM_KEYS = ("name", "submitter", "division", "status", "notes")
 SCHEDULER_KEYS = ("max_parallel", "gpus", *BACKEND_KEYS)
@@ -50,6 +55,9 @@ _ID_UNSAFE = re.compile(r"[^A-Za-z0-9.+-]+")
 MAX_RUNS = 10_000  # per campaign: more is a typo (`repeat: 100000000`) that would never finish expanding
 MAX_EXPANDED = 32_768  # characters in one templated argument or env value after filling in the fields
 _PYTHONS = ("python", "python3", f"python3.{sys.version_info.minor}")
+_IMPORTS_TORCH = re.compile(rb"^[ \t]*(?:import|from)[ \t]+torch\b", re.MULTILINE)
+_SCRIPT_SCAN_BYTES = 1 << 20  # a training script's imports are at its top
+TORCH_CHECK_TIMEOUT = 30.0  # seconds for `python -c "find_spec('torch')"` in a named interpreter
 
 
 @dataclass(frozen=True)
@@ -110,6 +118,7 @@ class Campaign:
     runs: tuple[RunSpec, ...]
     config: dict[str, Any]  # the file's plain data, for perfwatch.json
     backend: BackendConfig = field(default_factory=BackendConfig)  # where runs execute (local, slurm)
+    python: str = sys.executable  # the interpreter `python` in a cmd means (campaign key `python`)
 
 
 def _launcher(y: Y, *, slurm: bool = False) -> Launcher:
@@ -176,15 +185,74 @@ def _check_cmd(items: list[Y], cmd: list[str], cwd: Path) -> None:
             raise items[i].error(f"no such script: {cwd / part}")
 
 
+def _check_torch(items: list[Y], cmd: list[str], cwd: Path, python: str, torchrun: bool) -> None:
+    """A run whose script imports torch (or that torchrun starts) needs torch in the campaign's interpreter."""
+    if cmd[0] not in _PYTHONS and not torchrun:
+        return
+    needs: Y | None = items[0] if torchrun else None
+    for i, part in enumerate(cmd[1:], start=1):
+        if needs is None and part.endswith(".py") and "{" not in part and _imports_torch(cwd / part):
+            needs = items[i]
+    if needs is not None and not _has_torch(python):
+        what = "torchrun" if torchrun else f"{needs.string()} imports torch"
+        raise needs.error(f"{what}, but the interpreter {python} has no torch: install it there "
+                          "(pip install 'perfwatch[workloads]') or name one that has it with the campaign's "
+                          "top-level `python:` key")
+
+
+def _imports_torch(script: Path) -> bool:
+    try:
+        with open(script, "rb") as fh:
+            return _IMPORTS_TORCH.search(fh.read(_SCRIPT_SCAN_BYTES)) is not None
+    except OSError:
+        return False
+
+
+@functools.cache
+def _has_torch(python: str) -> bool:
+    """Whether `import torch` would find a package in that interpreter (nothing is imported)."""
+    if python == sys.executable:
+        return importlib.util.find_spec("torch") is not None
+    probe = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
+    try:
+        return subprocess.run([python, "-c", probe], capture_output=True, timeout=TORCH_CHECK_TIMEOUT).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def _python(y: Y, base: Path) -> str:
+    """The campaign's `python:` key: a path (relative ones against the campaign's base folder) or a program
+    on PATH. The path is kept as written (a venv's python is a symlink that must not be resolved)."""
+    text = y.string()
+    if "/" in text:
+        path = Path(os.path.normpath(base / text))
+        if not (path.is_file() and os.access(path, os.X_OK)):
+            raise y.error(f"no executable interpreter at {path}")
+        return str(path)
+    found = shutil.which(text)
+    if found is None:
+        raise y.error(f"program {text!r} not found on PATH")
+    return found
+
+
+def _base(m: dict[str, Y], path: Path) -> Path:
+    """The folder relative script paths and `cwd` resolve against: the campaign file's, unless it says
+    `relative_to: current_dir`."""
+    where = m["relative_to"].string() if "relative_to" in m else RELATIVE_TO[0]
+    if where not in RELATIVE_TO:
+        raise m["relative_to"].error(f"expected one of {', '.join(RELATIVE_TO)}, got {where!r}")
+    return Path.cwd().resolve() if where == "current_dir" else path.resolve().parent
+
+
 def _label(key: str, value: Any) -> str:
     name = ABBREV.get(key, key.lstrip("-").replace("_", "-"))
     return _ID_UNSAFE.sub("-", f"{name}{value}")
 
 
-def _argv(cmd: list[str], args: list[tuple[str, Any]], launcher: Launcher, name: str) -> list[str]:
+def _argv(cmd: list[str], args: list[tuple[str, Any]], launcher: Launcher, name: str, python: str) -> list[str]:
     parts = list(cmd)
     if parts[0] in _PYTHONS:
-        parts[0] = sys.executable  # the interpreter perfwatch runs in: same venv, same torch
+        parts[0] = python  # the campaign's interpreter (default: the one perfwatch runs in)
     for key, value in args:
         if value is None or value is False:
             continue
@@ -193,14 +261,14 @@ def _argv(cmd: list[str], args: list[tuple[str, Any]], launcher: Launcher, name:
             parts.append(str(value))
     if launcher.type != "torchrun":
         return parts
-    tr = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={launcher.nproc_per_node}",
+    tr = [python, "-m", "torch.distributed.run", f"--nproc-per-node={launcher.nproc_per_node}",
           f"--nnodes={launcher.nnodes}"]
     if launcher.rdzv_endpoint:
         tr += [f"--node-rank={launcher.node_rank}", f"--rdzv-backend={launcher.rdzv_backend}",
                f"--rdzv-endpoint={launcher.rdzv_endpoint}", f"--rdzv-id={name}"]
     else:
         tr += ["--standalone"]
-    if parts[0] == sys.executable:
+    if parts[0] == python:
         return tr + parts[1:]
     if parts[0].endswith(".py"):
         return tr + parts
@@ -263,7 +331,8 @@ def _unique_ids(y: Y, groups: dict[str, tuple[tuple[str, Any], ...]],
 
 
 def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[int, ...],
-              budget: int = MAX_RUNS, *, slurm: bool = False, division: str | None = None) -> list[RunSpec]:
+              budget: int = MAX_RUNS, *, slurm: bool = False, division: str | None = None,
+              python: str = sys.executable) -> list[RunSpec]:
     m = y.mapping(JOB_KEYS)
     if "name" not in m:
         raise y.error("missing key 'name'")
@@ -284,6 +353,7 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
     if s.cache_clear_cmd is not None and s.cache_clear_y is not None:
         _check_cmd(s.cache_clear_y.seq(), list(s.cache_clear_cmd), cwd)
     launcher = _launcher(m["launcher"], slurm=slurm) if "launcher" in m else Launcher()
+    _check_torch(items, cmd, cwd, python, launcher.type == "torchrun")
     if slurm:  # the GPUs are the compute nodes', requested with --gres, not this host's
         devices, devices_note = _slurm_devices(s, launcher, y)
     else:
@@ -320,7 +390,7 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
             values = {"seed": seed, "index": index, "run_id": run_id, "name": campaign, "job": name}
             filled = [(k, _checked_size(m["args"], _fill(v, values)) if isinstance(v, str) else v) for k, v in chosen]
             argv = _argv([_checked_size(m["cmd"], _fill(c, values)) for c in cmd], filled, launcher,
-                         f"{campaign}-{run_id}")
+                         f"{campaign}-{run_id}", python)
             env = {k: _checked_size(m.get("env", y), _fill(v, values)) for k, v in s.env.items()}
             clear = None
             if s.cache_clear_cmd is not None:
@@ -344,14 +414,15 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
 
     `backend` ('local' or 'slurm', from `launch --backend`) overrides `scheduler: {backend: ...}`.
 
-    Relative `cmd` scripts and `cwd` resolve against `base` (default: the current directory),
-    the way `perfwatch launch workloads/demo.yaml` is typed from the checkout root.
+    Relative `cmd` scripts, `cwd` and `python` resolve against the campaign file's folder, or the
+    current directory where the file says `relative_to: current_dir`; `base` overrides both.
     `gpus` is this machine's GPUs perfwatch may use (default: `process.detect_gpus()`);
     `devices` of every job is resolved and checked against it (or the campaign's `scheduler.gpus`).
     """
     root = load(Path(path))
-    base = (base or Path.cwd()).resolve()
     m = root.mapping(TOP_KEYS)
+    base = base.resolve() if base is not None else _base(m, Path(path))
+    python = _python(m["python"], base) if "python" in m else sys.executable
     if "jobs" not in m:
         raise root.error("missing key 'jobs' (the list of runs to launch)")
     name = m["name"].string() if "name" in m else Path(path).stem
@@ -401,7 +472,7 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
     seen_jobs: dict[str, Y] = {}
     for jy in jobs:
         job_runs = _job_runs(jy, defaults, name, base, gpus, MAX_RUNS - len(runs), slurm=where.backend == "slurm",
-                             division=system.get("division"))
+                             division=system.get("division"), python=python)
         jname = job_runs[0].job if job_runs else ""
         if jname in seen_jobs:
             ny = jy.mapping()["name"]
@@ -417,5 +488,5 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
     return Campaign(
         name=name, file=str(path), description=m["description"].string() if "description" in m else None,
         logdir=logdir, system=system, baseline=baseline, max_parallel=max_parallel, gpus=gpus,
-        runs=tuple(runs), config=root.value(), backend=where,
+        runs=tuple(runs), config=root.value(), backend=where, python=python,
     )

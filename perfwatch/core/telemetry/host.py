@@ -55,24 +55,16 @@ class HostSampler:
         mem_used = mem_total = None
         mem_percent = None
         swap_used = swap_total = None
-        fields = _meminfo()
-        if fields is not None:  # what psutil computes from the same file, read once instead of twice
-            mem_total, avail = fields[b"MemTotal:"], fields[b"MemAvailable:"]
-            mem_used = mem_total - avail
-            mem_percent = round(100.0 * mem_used / mem_total, 1) if mem_total else 0.0
-            swap_total = fields[b"SwapTotal:"]
-            swap_used = swap_total - fields[b"SwapFree:"]
-        else:
-            try:
-                vm = psutil.virtual_memory()
-                mem_used, mem_total, mem_percent = int(vm.total - vm.available), int(vm.total), float(vm.percent)
-            except Exception as exc:
-                na["mem_used"] = _why(exc)
-            try:
-                sw = psutil.swap_memory()
-                swap_used, swap_total = int(sw.used), int(sw.total)
-            except Exception as exc:
-                na["swap_used"] = _why(exc)
+        try:
+            vm = psutil.virtual_memory()
+            mem_used, mem_total, mem_percent = int(vm.total - vm.available), int(vm.total), float(vm.percent)
+        except Exception as exc:
+            na["mem_used"] = _why(exc)
+        try:
+            sw = psutil.swap_memory()
+            swap_used, swap_total = int(sw.used), int(sw.total)
+        except Exception as exc:
+            na["swap_used"] = _why(exc)
         rates = self._rates(na)
         return HostSample(
             cpu_percent=cpu,
@@ -165,26 +157,6 @@ class HostSampler:
             return None
 
 
-_MEMINFO_NEEDED = (b"MemTotal:", b"MemAvailable:", b"SwapTotal:", b"SwapFree:")
-
-
-def _meminfo() -> dict[bytes, int] | None:
-    """Linux: /proc/meminfo in bytes, when it has what the sample needs; else None (then psutil).
-    psutil reads it once for memory and again, with /proc/vmstat, for swap: a fifth of a 1 Hz sample."""
-    try:
-        with open("/proc/meminfo", "rb") as fh:
-            text = fh.read()
-    except OSError:
-        return None
-    out = {}
-    for line in text.splitlines():
-        parts = line.split()
-        if len(parts) >= 2 and parts[0] in _MEMINFO_NEEDED:
-            with contextlib.suppress(ValueError):
-                out[parts[0]] = int(parts[1]) * 1024
-    return out if all(k in out for k in _MEMINFO_NEEDED) else None
-
-
 def _proc_children_supported() -> bool:
     try:
         return os.path.exists(f"/proc/self/task/{os.getpid()}/children")
@@ -196,7 +168,9 @@ _PROC_CHILDREN = _proc_children_supported()
 
 
 def _kids_from_proc(pid: int) -> list[int] | None:
-    """Children of `pid` from /proc/<pid>/task/*/children (Linux): reads only this process, not all."""
+    """Children of `pid` from /proc/<pid>/task/*/children (Linux): reads only this process, not all.
+    Kept beside psutil: 0.53 ms per run tree per sample vs 3.7 ms for Process.children(recursive=True),
+    which reads every process of the host (122 here; benchmarks/library_choices.py)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:

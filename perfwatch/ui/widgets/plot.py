@@ -13,6 +13,9 @@ as it needs instead of cutting names.
 
 Line API: the rows are rebuilt only when the data or the size change; the same (immutable)
 series objects as last time return at once.
+
+Drawn here rather than with textual-plotext: that adds two dependencies (plotext, textual-plotext)
+and 237 ms of plotext import to the TUI's start-up (benchmarks/library_choices.py).
 """
 
 from __future__ import annotations
