@@ -200,3 +200,39 @@ async def test_rank_view_shows_each_rank_marks_the_straggler_and_shows_the_stack
         assert "rank 2 (STUCK)" in text and text.index("rank 2 (STUCK)") < text.index("rank 0 (waiting)")
         await pilot.press("escape")
         await until(pilot, lambda: "◀ slowest" not in screen_text(app), "back to the runs")
+
+
+def test_metrics_export_each_ranks_step_time_and_the_straggler_as_the_rank_files_give_them(tmp_path: Path) -> None:
+    """The endpoint formats the same rank report: parsed back with prometheus_client's OpenMetrics parser."""
+    from prometheus_client.openmetrics.exposition import generate_latest
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+    from prometheus_client.registry import CollectorRegistry
+
+    from perfwatch.exporters.metrics import families
+    from perfwatch.exporters.source import LiveRun, LiveSnapshot
+
+    durations = {0: [0.1, 0.2, 0.3], 1: [0.1, 0.1, 0.5], 2: [0.2, 0.2, 0.2]}
+    for rank, ds in durations.items():
+        path = layout.rank_file(tmp_path, rank)
+        path.parent.mkdir(exist_ok=True)
+        recs = [{"kind": "rank", "rank": rank, "node": f"n{rank // 2}", "t": 1.0},
+                {"kind": "steps", "t": 2.0, "steps": 3, "step_s": ds, "span_s": 10.0,
+                 "coll_s": 1.0 if rank == 1 else 5.0, "data_s": 0.0}]
+        path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    report = R.rank_report(tmp_path)
+    assert report is not None
+    snap = LiveSnapshot("c", tmp_path, (LiveRun("ddp.r0", None, "ddp", "stalled", (), None, True, report),),
+                        None, "/l", "h")
+
+    class Fixed:
+        def collect(self) -> list:
+            return families(snap, {})
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(Fixed())
+    got = {(s.name, s.labels.get("rank")): s.value
+           for fam in text_string_to_metric_families(generate_latest(registry).decode()) for s in fam.samples}
+    for rank, ds in durations.items():
+        assert got[("perfwatch_rank_step_seconds", str(rank))] == pytest.approx(statistics.median(ds))
+        assert got[("perfwatch_rank_straggler", str(rank))] == (1.0 if rank == 1 else 0.0)
+    assert got[("perfwatch_run_stalled", None)] == 1.0

@@ -40,6 +40,7 @@ from perfwatch.text.escape import printable
 RUN_LABELS = ["campaign", "logdir", "hostname", "run"]  # a run's identity: the same on every series, all its life
 GPU_LABELS = ["gpu", "UUID", "pci_bus_id", "modelName", "Hostname"]  # the DCGM exporter's label names
 HOST_LABELS = ["hostname"]
+RANK_LABELS = [*RUN_LABELS, "rank", "node"]  # a distributed run's rank (node: where it runs)
 CAMPAIGN_LABELS = RUN_LABELS[:3]  # campaign, logdir, hostname
 _ENDED = frozenset(word.value for word in State if word.ended)
 DEFAULT_HOST = "127.0.0.1"
@@ -178,12 +179,18 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
                       "CPU of the run's live process tree now, 1 = one core busy (can exceed 1)", RUN_LABELS, "ratio")
     proc_rss = _gauge("perfwatch_run_process_resident_memory_bytes", "RSS of the run's live process tree now",
                       RUN_LABELS, "bytes")
+    stalled = _gauge("perfwatch_run_stalled", "1 while the run is stalled (no output, or no step past its own "
+                     "rhythm: docs/distributed.md), else 0", RUN_LABELS)
+    rank_fams = _rank_families()
     tele = snap.telemetry
     gpu_runs: dict[int, list[list[str]]] = {}
     for live in snap.runs:
         labels = _texts(snap.campaign, snap.logdir, snap.hostname, live.run_id)
         info.add_metric(labels, {"campaign_job": printable(live.job)})
         state.add_metric(labels, {word.value: word.value == live.state for word in State})
+        stalled.add_metric(labels, 1.0 if live.state == State.STALLED.value else 0.0)
+        if live.ranks is not None:
+            _add_ranks(rank_fams, labels, live.ranks)
         if live.alive:
             for index in live.devices:
                 gpu_runs.setdefault(index, []).append(labels)
@@ -219,11 +226,41 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
             if (v := clean(tree.rss)) is not None:
                 proc_rss.add_metric(labels, v)
     out: list[Metric] = [info, bench, state, *gauges.values(), *counters.values(), last, target, reached, elapsed,
-                         eta, eta_pm, findings, compliant, proc_cpu, proc_rss, *_campaign(snap)]
+                         eta, eta_pm, findings, compliant, proc_cpu, proc_rss, stalled, *rank_fams.values(),
+                         *_campaign(snap)]
     if tele is not None:
         out += _gpus(tele, snap.hostname, gpu_runs)
         out += _host(tele, snap.hostname)
     return out
+
+
+# (name, help, RankStats attribute, unit): one gauge per rank of a distributed run
+RANK_GAUGES: list[tuple[str, str, str, str]] = [
+    ("perfwatch_rank_step_seconds", "Median step time of the rank over the last minute", "step_median_s", "seconds"),
+    ("perfwatch_rank_step_p95_seconds", "95th percentile step time of the rank over the last minute", "step_p95_s",
+     "seconds"),
+    ("perfwatch_rank_data_wait_ratio", "Share of the rank's last minute spent waiting for data, 0..1", "data_share",
+     "ratio"),
+    ("perfwatch_rank_collective_ratio", "Share of the rank's last minute spent in collectives, 0..1",
+     "collective_share", "ratio"),
+]
+
+
+def _rank_families() -> dict[str, GaugeMetricFamily]:
+    fams = {name: _gauge(name, doc, RANK_LABELS, unit) for name, doc, _, unit in RANK_GAUGES}
+    fams["perfwatch_rank_straggler"] = _gauge(
+        "perfwatch_rank_straggler", "1 for the rank the others wait for (docs/distributed.md), else 0", RANK_LABELS)
+    return fams
+
+
+def _add_ranks(fams: dict[str, GaugeMetricFamily], run_labels: list[str], report: Any) -> None:
+    slow = report.straggler.rank if report.straggler is not None else None
+    for r in report.ranks:
+        labels = [*run_labels, str(r.rank), printable(r.node or "")]
+        for name, _, attr, _ in RANK_GAUGES:
+            if (v := clean(getattr(r, attr))) is not None:
+                fams[name].add_metric(labels, v)
+        fams["perfwatch_rank_straggler"].add_metric(labels, 1.0 if r.rank == slow else 0.0)
 
 
 def _campaign(snap: LiveSnapshot) -> list[Metric]:

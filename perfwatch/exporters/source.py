@@ -21,6 +21,7 @@ from perfwatch.core.measure.eta import Eta
 from perfwatch.core.model.status import Counts, count
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.summary import group_of
+from perfwatch.core.telemetry.ranks import RankReport
 from perfwatch.core.telemetry.types import Snapshot
 
 
@@ -35,6 +36,7 @@ class LiveRun:
     devices: tuple[int, ...]  # GPU indices the run was given (empty: none or not known)
     eta: Eta | None = None  # the engine's ETA to target (core/measure/eta.py)
     alive: bool = False  # its process lives (or its log goes on)
+    ranks: RankReport | None = None  # a distributed run's ranks (core/telemetry/ranks.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,10 +75,12 @@ class SessionSource:
             view, info, eta, status = snap.views.get(rid), snap.procs.get(rid), snap.etas.get(rid), snap.statuses.get(rid)
             if status is None:
                 continue
+            ranks = snap.ranks.get(rid)
             if info is not None:
-                runs.append(LiveRun(rid, view, info.job, status.word, tuple(info.devices or ()), eta, status.state.alive))
+                runs.append(LiveRun(rid, view, info.job, status.word, tuple(info.devices or ()), eta, status.state.alive,
+                                    ranks))
             elif view is not None:  # logs nobody controls
-                runs.append(LiveRun(rid, view, group_of(view), status.word, (), eta, status.state.alive))
+                runs.append(LiveRun(rid, view, group_of(view), status.word, (), eta, status.state.alive, ranks))
         return LiveSnapshot(s.title, s.book.root, tuple(runs), snap.devices or self._telemetry(snap.procs), logdir,
                             host, snap.counts)
 
