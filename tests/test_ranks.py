@@ -167,7 +167,7 @@ jobs:
 
 
 async def test_rank_view_shows_each_rank_marks_the_straggler_and_shows_the_stacks(tmp_path: Path) -> None:
-    """The real app over a folder with a distributed run: `d` opens its ranks, `x` the captured stacks."""
+    """The real app over a folder with a distributed run: `d` opens its ranks and the captured stacks."""
     from tests.ui_helpers import attach_app, mllog, screen_text, until
 
     run = tmp_path / "ddp.r0"
@@ -194,10 +194,12 @@ async def test_rank_view_shows_each_rank_marks_the_straggler_and_shows_the_stack
         assert "straggler: rank 2: busy +50 %" in text and "30 % of its time waiting for data" in text
         rows = [line for line in text.splitlines() if " n1 " in line]
         assert len(rows) == 4 and "◀ slowest" in rows[2]
-        await pilot.press("x")
+        # a run with captured stacks opens on them: stuck ranks first; x hides them
         await until(pilot, lambda: "drill_batches (harness.py:280)" in screen_text(app), "the stacks")
         text = screen_text(app)
         assert "rank 2 (STUCK)" in text and text.index("rank 2 (STUCK)") < text.index("rank 0 (waiting)")
+        await pilot.press("x")
+        await until(pilot, lambda: "drill_batches" not in screen_text(app), "the stacks hidden")
         await pilot.press("escape")
         await until(pilot, lambda: "◀ slowest" not in screen_text(app), "back to the runs")
 

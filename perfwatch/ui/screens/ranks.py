@@ -3,8 +3,9 @@
 Rows come from `core/telemetry/ranks.rank_report` (the computation `report` uses): per rank its node,
 local rank, device and pid, step time now / median / p95, data-wait and collective shares, and its
 GPU over the last minute (utilisation, SM clock, memory, clock-event reasons). The report is read in a
-worker thread every REFRESH_S (rank files can be large). `x` shows the newest stack capture of the hang
-watchdog: every rank's main-thread stack, ranks stuck outside a collective first.
+worker thread every REFRESH_S (rank files can be large). When the hang watchdog has captured the run's
+stacks, the view opens on them (`x` hides or shows them): every rank's main-thread stack, the ranks
+stuck outside a collective first.
 """
 
 from __future__ import annotations
@@ -97,6 +98,7 @@ class RanksScreen(Screen[None]):
         super().__init__()
         self.run_id, self.folder = run_id, folder
         self.report: RankReport | None = None
+        self._stacks_chosen = False  # the user toggled the stacks pane: leave it as they chose
 
     def compose(self) -> ComposeResult:
         yield Static(f"ranks of {self.run_id}", id="ranks-title")
@@ -131,7 +133,9 @@ class RanksScreen(Screen[None]):
             notes.append(f"straggler: {report.straggler.text}")
         capture = report.latest_capture()
         if capture is not None:
-            notes.append(f"{capture.get('verdict')} — x: stacks")
+            notes.append(f"{capture.get('verdict')} — x: hide/show the stacks")
+            if not self._stacks_chosen:  # a stalled run opens on its stacks
+                self.add_class("show-stacks")
         finding.update("\n".join(notes) or f"{len(report.ranks)} ranks; no straggler")
         cursor = table.cursor_row
         table.clear()
@@ -142,6 +146,7 @@ class RanksScreen(Screen[None]):
         self.query_one("#ranks-stacks-text", Static).update(stacks_text(capture))
 
     def action_stacks(self) -> None:
+        self._stacks_chosen = True
         self.toggle_class("show-stacks")
 
     def action_close(self) -> None:
