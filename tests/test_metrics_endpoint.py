@@ -257,9 +257,8 @@ def test_state_is_a_stateset_and_the_series_keep_their_labels_from_queued_to_don
     assert all(seen == scrapes[0] for seen in scrapes)  # the same series from queued to done
     assert scrapes[0]["perfwatch_run_info"] == {(("campaign", "c"), ("campaign_job", "job"), ("hostname", "h"),
                                                  ("logdir", "/l"), ("run", "r1"))}
-    assert set(scrapes[0]) == {"perfwatch_run_info", "perfwatch_run_state", "perfwatch_run_stalled",
-                               "perfwatch_campaign_runs", "perfwatch_campaign_runs_target",
-                               "perfwatch_campaign_runs_failed"}
+    assert set(scrapes[0]) == {"perfwatch_run_info", "perfwatch_run_state", "perfwatch_campaign_runs",
+                               "perfwatch_campaign_runs_target", "perfwatch_campaign_runs_failed"}
     states = {dict(labels)["perfwatch_run_state"] for labels in scrapes[0]["perfwatch_run_state"]}
     assert states == {w.value for w in State}  # the one vocabulary (core/model/status.py), every word listed
 

@@ -232,9 +232,9 @@ def test_metrics_export_each_ranks_step_time_and_the_straggler_as_the_rank_files
 
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Fixed())
-    got = {(s.name, s.labels.get("rank")): s.value
+    got = {(s.name, s.labels.get("rank") or s.labels.get("perfwatch_run_state")): s.value
            for fam in text_string_to_metric_families(generate_latest(registry).decode()) for s in fam.samples}
     for rank, ds in durations.items():
         assert got[("perfwatch_rank_step_seconds", str(rank))] == pytest.approx(statistics.median(ds))
         assert got[("perfwatch_rank_straggler", str(rank))] == (1.0 if rank == 1 else 0.0)
-    assert got[("perfwatch_run_stalled", None)] == 1.0
+    assert got[("perfwatch_run_state", "stalled")] == 1.0  # the stalled flag: a member of the state set

@@ -179,8 +179,6 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
                       "CPU of the run's live process tree now, 1 = one core busy (can exceed 1)", RUN_LABELS, "ratio")
     proc_rss = _gauge("perfwatch_run_process_resident_memory_bytes", "RSS of the run's live process tree now",
                       RUN_LABELS, "bytes")
-    stalled = _gauge("perfwatch_run_stalled", "1 while the run is stalled (no output, or no step past its own "
-                     "rhythm: docs/distributed.md), else 0", RUN_LABELS)
     rank_fams = _rank_families()
     tele = snap.telemetry
     gpu_runs: dict[int, list[list[str]]] = {}
@@ -188,7 +186,6 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
         labels = _texts(snap.campaign, snap.logdir, snap.hostname, live.run_id)
         info.add_metric(labels, {"campaign_job": printable(live.job)})
         state.add_metric(labels, {word.value: word.value == live.state for word in State})
-        stalled.add_metric(labels, 1.0 if live.state == State.STALLED.value else 0.0)
         if live.ranks is not None:
             _add_ranks(rank_fams, labels, live.ranks)
         if live.alive:
@@ -226,7 +223,7 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
             if (v := clean(tree.rss)) is not None:
                 proc_rss.add_metric(labels, v)
     out: list[Metric] = [info, bench, state, *gauges.values(), *counters.values(), last, target, reached, elapsed,
-                         eta, eta_pm, findings, compliant, proc_cpu, proc_rss, stalled, *rank_fams.values(),
+                         eta, eta_pm, findings, compliant, proc_cpu, proc_rss, *rank_fams.values(),
                          *_campaign(snap)]
     if tele is not None:
         out += _gpus(tele, snap.hostname, gpu_runs)
