@@ -81,6 +81,20 @@ def wait_listening(port: int, proc: subprocess.Popen[str], timeout: float = 30) 
     raise AssertionError(f"perfwatch serve did not listen on {port}")
 
 
+def printed_url(proc: subprocess.Popen[str], port: int) -> str:
+    """The URL `perfwatch serve` printed (with its secret token unless --no-token), once it listens.
+    serve prints it before it listens; an exit before that ends the read (EOF)."""
+    assert proc.stdout is not None
+    seen = []
+    for line in proc.stdout:
+        seen.append(line)
+        found = re.search(r" on (http://\S+)", line)
+        if found:
+            wait_listening(port, proc)
+            return found.group(1)
+    raise AssertionError("perfwatch serve printed no URL: " + "".join(seen))
+
+
 async def wait_screen(dt: browser.DevTools, cond, start: int = 0, timeout: float = 45) -> list[str]:  # type: ignore[no-untyped-def]
     deadline = time.monotonic() + timeout
     texts: list[str] = []
@@ -99,14 +113,14 @@ async def test_serve_renders_the_runs_table_and_keys_reach_the_app(mlperf_logs: 
     proc = subprocess.Popen([sys.executable, "-m", "perfwatch", "serve", str(mlperf_logs), "--port", str(port)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
-        wait_listening(port, proc)
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as resp:
+        url = printed_url(proc, port)
+        with urllib.request.urlopen(url, timeout=10) as resp:
             page = resp.read().decode()
         assert "textual-terminal" in page and "googleapis" not in page  # our page: nothing from other hosts
         async with browser.DevTools(tmp_path / "profile", size=(1400, 900)) as dt:
             await dt.send("Page.enable")
             await dt.send("Page.addScriptToEvaluateOnNewDocument", source=RECORD)
-            await dt.send("Page.navigate", url=f"http://127.0.0.1:{port}/")
+            await dt.send("Page.navigate", url=url)
             resnet = [f"v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_{i}" for i in range(5)]
             texts = await wait_screen(dt, lambda t: all(r in t for r in resnet) and detail_headers(t))
             assert "v2.1/MosaicML/results/8xA100_80GB-baseline/bert/result_0" in texts
@@ -176,12 +190,12 @@ async def test_serve_a_campaign_yaml_and_pause_and_resume_a_run_from_the_browser
                              "--port", str(port)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
     try:
-        wait_listening(port, proc)
+        url = printed_url(proc, port)
         assert wait_for(lambda: registry_state(logdir, "hold.r0") == "running", timeout=30)
         async with browser.DevTools(tmp_path / "profile", size=(1400, 900)) as dt:
             await dt.send("Page.enable")
             await dt.send("Page.addScriptToEvaluateOnNewDocument", source=RECORD)
-            await dt.send("Page.navigate", url=f"http://127.0.0.1:{port}/")
+            await dt.send("Page.navigate", url=url)
             await wait_screen(dt, lambda t: "hold.r0" in t)  # the app is up, its only run selected
             shown = len(str(await dt.evaluate("window.__screen.join('')")))
             await press(dt, "p")

@@ -5,9 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 DEFAULT_PORT = 8000
 DEFAULT_HOST = "127.0.0.1"
+DEFAULT_MAX_SESSIONS = 4  # each tab is one perfwatch process (~25 MB); a few tabs is what one person uses
+MAX_SESSIONS = 64  # --max-sessions ceiling: each session is a perfwatch process
+
+
+def _url_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -27,7 +34,14 @@ def register(sub: argparse._SubParsersAction) -> None:
                    "to another port), default http://HOST:PORT")
     p.add_argument("--logdir", type=Path, help="with a campaign YAML: override its logdir")
     p.add_argument("--poll", action="store_true", help="poll files instead of inotify (NFS, Lustre)")
-    p.add_argument("--no-control", action="store_true", help="only watch: never signal or start runs")
+    p.add_argument("--readonly", "--no-control", dest="no_control", action="store_true",
+                   help="only watch: the tabs never signal or start runs")
+    p.add_argument("--no-token", action="store_true",
+                   help="serve without the secret token in the URL (anyone who reaches the port can use it)")
+    p.add_argument("--max-sessions", type=int, default=DEFAULT_MAX_SESSIONS, metavar="N",
+                   help=f"browser tabs served at once, one perfwatch process each (default {DEFAULT_MAX_SESSIONS})")
+    p.add_argument("--allow-host", action="append", default=[], metavar="NAME",
+                   help="another host name browsers use to reach this server (a proxy's, an alias); repeatable")
     p.add_argument("--theme", help="TUI theme name")
     p.set_defaults(func=run)
 
@@ -43,6 +57,9 @@ def run(args: argparse.Namespace) -> int:
         import textual_serve  # noqa: F401
     except ImportError:
         print("perfwatch serve: needs textual-serve: pip install 'perfwatch[web]'", file=sys.stderr)
+        return 2
+    if not 1 <= args.max_sessions <= MAX_SESSIONS:
+        print(f"perfwatch serve: --max-sessions {args.max_sessions}: must be 1 to {MAX_SESSIONS}", file=sys.stderr)
         return 2
     try:
         web.check_port(args.host, args.port)
@@ -61,10 +78,16 @@ def run(args: argparse.Namespace) -> int:
             argv.append("--" + flag.replace("_", "-"))
     if args.theme:
         argv += ["--theme", args.theme]
-    url = args.public_url or f"http://{args.host}:{args.port}"
-    print(f"perfwatch serve: {logdir} on {url} (Ctrl-C stops serving; runs keep running)", file=sys.stderr,
-          flush=True)
-    web.serve(argv, host=args.host, port=args.port, title=f"perfwatch — {logdir.name}", public_url=args.public_url)
+    public_url = (args.public_url or f"http://{_url_host(args.host)}:{args.port}").rstrip("/")
+    token = None if args.no_token else web.new_token()
+    guard = web.Guard(web.allowed_hosts(args.host, public_url, args.allow_host), token, args.port,
+                      max_sessions=args.max_sessions, public_netloc=urlsplit(public_url).netloc)
+    url = public_url + "/" + (f"?{web.TOKEN_PARAM}={token}" if token else "")
+    mode = "read-only" if args.no_control else "with run control"
+    print(f"perfwatch serve: {logdir} on {url} ({mode}; Ctrl-C stops serving; runs keep running)",
+          file=sys.stderr, flush=True)
+    web.serve(argv, host=args.host, port=args.port, title=f"perfwatch — {logdir.name}", guard=guard,
+              public_url=public_url)
     return 0
 
 
