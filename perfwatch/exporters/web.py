@@ -15,6 +15,7 @@ per-launch secret token must be in the URL or in the cookie the first page view 
 
 from __future__ import annotations
 
+import contextlib
 import hmac
 import ipaddress
 import logging
@@ -89,10 +90,8 @@ def allowed_hosts(bind: str, public_url: str | None, extra: Iterable[str] = ()) 
     if _is_wildcard(bind):
         name = socket.gethostname().lower()
         hosts |= {name, socket.getfqdn(name).lower()}
-        try:
-            hosts |= {info[4][0] for info in socket.getaddrinfo(name, None)}
-        except OSError:
-            pass
+        with contextlib.suppress(OSError):
+            hosts |= {str(info[4][0]) for info in socket.getaddrinfo(name, None)}
     hosts |= {h.lower() for h in extra}
     hosts.discard("")
     return frozenset(hosts)
