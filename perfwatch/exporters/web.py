@@ -162,7 +162,7 @@ def _server_class() -> Any:
             response.set_cookie(guard.cookie, guard.token, httponly=True, samesite="Strict", path="/")
         return response
 
-    class GuardedServer(Server):  # type: ignore[misc]
+    class GuardedServer(Server):
         def __init__(self, *args: Any, guard: Guard, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self.guard = guard
@@ -176,12 +176,12 @@ def _server_class() -> Any:
         async def on_startup(self, app: web.Application) -> None:
             pass  # perfwatch serve prints its own line (with the token URL) before serving
 
-        async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
+        async def handle_websocket(self, request: web.Request) -> web.WebSocketResponse:
             if self.guard.sessions >= self.guard.max_sessions:
                 print(f"perfwatch serve: refused a session: {self.guard.max_sessions} already open "
                       "(--max-sessions)", file=sys.stderr, flush=True)
-                return web.Response(status=503, text=f"perfwatch serve: {self.guard.max_sessions} sessions "
-                                    "already open (--max-sessions); close a tab\n")
+                raise web.HTTPServiceUnavailable(text=f"perfwatch serve: {self.guard.max_sessions} sessions "
+                                                 "already open (--max-sessions); close a tab\n")
             self.guard.sessions += 1
             try:
                 return await super().handle_websocket(request)
