@@ -38,7 +38,7 @@ from watchdog.events import (
 )
 from watchdog.observers import Observer
 from watchdog.observers.api import BaseObserver
-from watchdog.observers.polling import PollingObserver
+from watchdog.observers.polling import PollingObserverVFS
 
 from perfwatch.core.ingest import inotify
 from perfwatch.core.ingest.inotify import CoalescingInotify
@@ -172,7 +172,9 @@ class LogWatcher:
                     self._explicit.add(str(root))  # a single file given as a root is followed by path
         observer: BaseObserver | CoalescingInotify
         if self.poll:
-            observer = PollingObserver(timeout=self.poll_interval)
+            # lstat: a symlinked folder is a link, never walked (a `data -> /` link would make every poll
+            # snapshot the whole filesystem); os.walk below never follows one either
+            observer = PollingObserverVFS(os.lstat, os.scandir, polling_interval=self.poll_interval)
         elif self.min_interval > 0 and inotify.available():
             # coalesced reads: the kernel merges repeated IN_MODIFY events between two reads of its
             # queue, so a file written 1,000 times a second costs one event per interval, not 1,000
@@ -322,6 +324,8 @@ class LogWatcher:
         try:
             if root.is_file():
                 return [str(root)] if self.include(root) else []
+            if root.is_symlink() and root not in self.roots:  # a linked folder inside the tree: never entered
+                return out
         except Exception:  # unreadable roots are skipped, the next re-scan retries
             return out
         for dirpath, dirnames, filenames in os.walk(root, onerror=lambda e: None):
