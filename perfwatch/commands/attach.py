@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> int:
         if server is not None:
             server.close()
         return exc.code
+    for req in getattr(session.controller, "dropped_requests", ()):
+        print(printable(f"perfwatch attach: dropped, not executed: the waiting request {req}"), file=sys.stderr)
     if args.owner and not session.owns_campaign:
         print(f"perfwatch attach: {args.logdir} is already owned by another perfwatch", file=sys.stderr)
         if server is not None:
@@ -88,8 +90,9 @@ class _Refused(Exception):
         self.code = code
 
 
-def describe_plan(data: dict) -> list[str]:
-    """What taking this registry over would do: the runs it would start, the processes it would adopt."""
+def describe_plan(data: dict, pending: list[str] | None = None) -> list[str]:
+    """What taking this registry over would do: the runs it would start, the processes it would adopt,
+    and the waiting control requests it would drop unexecuted."""
     import shlex
 
     lines = []
@@ -103,7 +106,10 @@ def describe_plan(data: dict) -> list[str]:
                 lines.append(f"        first: {shlex.join(rec['cache_clear_cmd'])}")
         elif rec.get("pid") and state in ("running", "paused", "stalled", "stopping", "starting"):
             lines.append(f"  adopt {rid}: pid {rec.get('pid')} (stop/kill would signal its process group)")
-    return lines or ["  nothing: every run has ended"]
+    lines = lines or ["  nothing: every run has ended"]
+    for req in pending or ():
+        lines.append(f"  drop, never execute, the waiting request: {req}")
+    return lines
 
 
 def _untrusted(session: Session, args: argparse.Namespace) -> Session:
@@ -127,7 +133,9 @@ def _untrusted(session: Session, args: argparse.Namespace) -> Session:
         raise _Refused(2)
     digest = trust.short_digest(exc.data)
     print(printable(f"{where}: {exc.reason}.\nTaking it over would:"), file=sys.stderr)
-    for line in describe_plan(exc.data):
+    from perfwatch.core.control.controller import describe_pending
+
+    for line in describe_plan(exc.data, describe_pending(args.logdir)):
         print(printable(line), file=sys.stderr)
     print(f"plan digest: {digest}", file=sys.stderr)
     if sys.stdin.isatty():

@@ -76,7 +76,7 @@ def refusal(backend: str, action: str, state: object) -> str | None:
 
 def run(args: argparse.Namespace) -> int:
     from perfwatch.core.control import registry
-    from perfwatch.core.control.controller import send_request
+    from perfwatch.core.control.controller import withdraw_request
 
     logdir: Path = args.logdir
     data = registry.read(logdir) if logdir.is_dir() else None
@@ -94,18 +94,15 @@ def run(args: argparse.Namespace) -> int:
     if why:
         print(f"perfwatch control: {args.run_id}: {why}", file=sys.stderr)
         return 2
-    owner = None
-    if registry.owner_alive(logdir):
-        send_request(logdir, action, args.run_id)
-    else:
-        owner = _take_over(logdir)
-        if owner is None:
-            send_request(logdir, action, args.run_id)  # someone took it over meanwhile
-        else:
-            getattr(owner, action)(args.run_id)
+    owner, sent = None, None
+    deadline = time.monotonic() + args.timeout
     try:
-        deadline = time.monotonic() + args.timeout
         while True:
+            if owner is None and sent is None:  # act as the owner, or ask the owner
+                owner, sent = _act(logdir, action, args.run_id, max(1.0, deadline - time.monotonic()))
+                if owner is None and sent is None and time.monotonic() < deadline:
+                    time.sleep(0.05)
+                    continue  # the owner went away meanwhile: take over
             if owner is not None:
                 owner.poll()
             now = _record(logdir, args.run_id)
@@ -113,25 +110,69 @@ def run(args: argparse.Namespace) -> int:
                 reason = f" ({now.reason})" if now.reason else ""
                 print(f"{args.run_id}: {now.state}{reason}")
                 return 0
+            if sent is not None and not registry.owner_alive(logdir) and withdraw_request(sent):
+                # nobody is left to execute it (an owner that closed before reading it): act ourselves
+                sent = None
+                if now is not None and refusal(backend, action, now.state):
+                    print(f"perfwatch control: {args.run_id}: {refusal(backend, action, now.state)}",
+                          file=sys.stderr)
+                    return 2
+                continue
             if time.monotonic() >= deadline:
                 state = now.state if now else "unknown"
+                gone = sent is not None and withdraw_request(sent)
+                note = ("; the request is withdrawn: it will never be executed" if gone else
+                        "; the owner took the request but it has not taken effect yet" if sent is not None else "")
                 print(f"perfwatch control: {args.run_id}: {args.action} did not take effect within "
-                      f"{args.timeout:g}s (state: {state})", file=sys.stderr)
+                      f"{args.timeout:g}s (state: {state}){note}", file=sys.stderr)
                 return 1
             time.sleep(0.1)
     finally:
         if owner is not None:
+            _settle(owner)
             owner.close(stop_runs=False)
+
+
+def _act(logdir: Path, action: str, run_id: str, ttl: float) -> tuple[Scheduler | None, Path | None]:
+    """Apply the action: as the campaign's owner when nobody owns it (the owner returned), else through
+    a request to the live owner (its path returned). (None, None): the owner left in between."""
+    from perfwatch.core.control import registry
+    from perfwatch.core.control.controller import send_request
+
+    if registry.owner_alive(logdir):
+        try:
+            return None, send_request(logdir, action, run_id, ttl=ttl)
+        except OSError as exc:
+            print(f"perfwatch control: cannot send {action} to {logdir}: {exc.strerror or exc}", file=sys.stderr)
+            raise SystemExit(2) from None
+    owner = _take_over(logdir)
+    if owner is None:
+        return None, None
+    getattr(owner, action)(run_id)
+    return owner, None
+
+
+def _settle(owner: Scheduler) -> None:
+    """Before a temporary owner gives the campaign up: a run it is stopping ends (SIGKILL after its
+    grace) instead of being left `stopping` with nobody to escalate."""
+    from perfwatch.core.control.states import RunState
+
+    stopping = [r for r in owner.runs.values() if r.state is RunState.STOPPING]
+    deadline = time.monotonic() + max((r.spec.grace for r in stopping), default=0) + 5
+    while any(r.state is RunState.STOPPING for r in owner.runs.values()) and time.monotonic() < deadline:
+        owner.poll()
+        time.sleep(0.05)
 
 
 def _take_over(logdir: Path) -> Scheduler | None:
     from perfwatch.core.control.backends import BackendError
     from perfwatch.core.control.registry import RegistryError
     from perfwatch.core.control.scheduler import Scheduler, Untrusted
+    from perfwatch.core.control.trust import UnsafeKey
 
     try:
         owner = Scheduler.take_over(logdir)
-    except (BackendError, RegistryError) as exc:
+    except (BackendError, RegistryError, UnsafeKey) as exc:
         print(f"perfwatch control: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
     except Untrusted as exc:  # never act on a plan this user did not launch here (see `attach --take-over`)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import stat
 import time
@@ -35,7 +36,8 @@ from perfwatch.core.layout import (
 )
 
 __all__ = [
-    "ACTIONS", "ClientController", "Controller", "ProcInfo", "RunState", "allowed", "send_request", "take_requests",
+    "ACTIONS", "ClientController", "Controller", "ProcInfo", "RunState", "allowed", "describe_pending",
+    "pending_requests", "send_request", "take_requests", "withdraw_request",
 ]
 
 
@@ -77,16 +79,29 @@ class Controller(Protocol):
     def close(self, stop_runs: bool) -> None: ...
 
 
-def send_request(logdir: Path, action: str, run_id: str | None) -> Path:
-    """Drop a request for the scheduler that owns `logdir` (see module docstring)."""
+REQUEST_TTL = 30.0  # seconds a request from the TUI stays valid: an owner frozen longer never replays it
+MAX_REQUEST_BYTES = 65536  # a request is ~150 bytes
+
+
+def send_request(logdir: Path, action: str, run_id: str | None, *, ttl: float = REQUEST_TTL) -> Path:
+    """Drop a request for the scheduler that owns `logdir` (see module docstring). It names its sender
+    (uid, pid) and expires `ttl` seconds from now; `withdraw_request` takes it back while it is pending."""
     folder = _requests_dir(logdir, create=True)
     now = time.time()
     path = folder / request_name(now, uuid.uuid4().hex[:8])
-    write_json_atomic(path, {"action": action, "run_id": run_id, "sent_at": now, "pid": os.getpid()})
+    write_json_atomic(path, {"action": action, "run_id": run_id, "sent_at": now, "expires_at": now + ttl,
+                             "uid": os.getuid(), "pid": os.getpid()})
     return path
 
 
-MAX_REQUEST_BYTES = 65536  # a request is ~100 bytes
+def withdraw_request(path: Path) -> bool:
+    """Take a request back: True if it was still pending (now gone, never executed), False if an owner
+    had already taken it."""
+    try:
+        path.unlink()
+    except FileNotFoundError:
+        return False
+    return True
 
 
 def _requests_dir(logdir: Path, *, create: bool) -> Path:
@@ -100,24 +115,75 @@ def _requests_dir(logdir: Path, *, create: bool) -> Path:
     return folder
 
 
-def take_requests(logdir: Path) -> list[dict]:
-    """Read and delete pending requests, oldest first."""
+def pending_requests(logdir: Path) -> list[Path]:
+    """The request files waiting in LOGDIR/requests, oldest first (none when it is not a real folder)."""
     try:
         folder = _requests_dir(logdir, create=False)
-        names = sorted(n for n in os.listdir(folder) if n.endswith(".json") and not n.startswith("."))
+        return [folder / n for n in sorted(os.listdir(folder)) if n.endswith(".json") and not n.startswith(".")]
     except OSError:
         return []
-    out = []
-    for name in names:
-        path = folder / name
-        try:  # a FIFO or a symlink to /dev/zero named like a request must not hang or flood the owner
-            with open_regular(path) as fh:
+
+
+def _read_request(path: Path) -> tuple[dict | None, int | None]:
+    """A request's data and its file's owner; (None, owner) when it is not a small JSON object."""
+    try:  # a FIFO or a symlink to /dev/zero named like a request must not hang or flood the owner
+        with open_regular(path) as fh:
+            owner = os.fstat(fh.fileno()).st_uid
+            try:
                 data = json.loads(fh.read(MAX_REQUEST_BYTES))
-        except (OSError, ValueError):
-            data = None
+            except ValueError:
+                return None, owner
+    except OSError:
+        return None, None
+    return (data if isinstance(data, dict) else None), owner
+
+
+def request_refusal(data: dict | None, file_owner: int | None, now: float) -> str | None:
+    """Why a pending request is not executed (None: it is valid): only this user's own, unexpired requests
+    run; one written by another account (a received or shared LOGDIR) is never acted on."""
+    if data is None or not isinstance(data.get("action"), str):
+        return "not a request"
+    me = os.getuid()
+    if file_owner != me or data.get("uid") != me:
+        return f"written by user id {data.get('uid') if file_owner == me else file_owner}, not by you ({me})"
+    expires = data.get("expires_at")
+    if not isinstance(expires, (int, float)) or isinstance(expires, bool) or not math.isfinite(expires):
+        return "it has no expiry (not sent by this perfwatch)"
+    if now > expires:
+        return f"it expired {now - expires:.0f}s ago (its sender gave up on it)"
+    return None
+
+
+def describe_request(data: dict | None) -> str:
+    if data is None:
+        return "(unreadable)"
+    return f"{data.get('action')} {data.get('run_id') or 'all runs'}"
+
+
+def take_requests(logdir: Path) -> list[dict]:
+    """Read and delete pending requests, oldest first; return those to execute (see `request_refusal`)."""
+    out = []
+    now = time.time()
+    for path in pending_requests(logdir):
+        data, owner = _read_request(path)
         path.unlink(missing_ok=True)
-        if isinstance(data, dict) and isinstance(data.get("action"), str):
+        why = request_refusal(data, owner, now)
+        if why is None and data is not None:
             out.append(data)
+        else:
+            log.warning("dropped request %s (%s): %s", path.name, describe_request(data), why)
+    return out
+
+
+def describe_pending(logdir: Path, *, drop: bool = False) -> list[str]:
+    """What each pending request asks and who wrote it; with `drop`, each is deleted unexecuted."""
+    out = []
+    for path in pending_requests(logdir):
+        data, owner = _read_request(path)
+        if drop:
+            path.unlink(missing_ok=True)
+        who = data.get("uid") if isinstance(data, dict) else None
+        out.append(f"{describe_request(data)} (file of user id {owner}, sender says user id {who})")
     return out
 
 

@@ -29,7 +29,7 @@ from perfwatch.core.control import registry, trust
 from perfwatch.core.control.backends import Backend, BackendConfig, Launch, RunHandle, make_backend
 from perfwatch.core.control.backends.local import LocalRun
 from perfwatch.core.control.campaign import Campaign, RunSpec
-from perfwatch.core.control.controller import ProcInfo, RunState, take_requests
+from perfwatch.core.control.controller import ProcInfo, RunState, describe_pending, take_requests
 from perfwatch.core.control.paths import UnsafePath, run_folder
 from perfwatch.core.ingest.tail import cached_last_lines
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, REGISTRY_FILE, run_dir
@@ -148,6 +148,7 @@ class Scheduler:
         self.data = data
         self.backend = backend or make_backend(BackendConfig.from_dict(data.backend))
         self.hold_queue = False  # True: start no queued run (a `perfwatch control` acting without an owner)
+        self.dropped_requests: list[str] = []  # requests found at a confirmed take-over, deleted unexecuted
         self._lock_fd: int | None = lock_fd
         self.target_reached = target_reached
         self.gpus = tuple(data.gpus) if data.gpus is not None else (gpus if gpus is not None else launch.detect_gpus())
@@ -220,7 +221,12 @@ class Scheduler:
             if data is None:
                 raise registry.RegistryError(f"{logdir}: perfwatch.json has fields of the wrong type")
             registry.sign(data)  # this user's plan (verified or confirmed), signed as it will now be written
-            return cls(logdir, data, fd, target_reached=target_reached, gpus=gpus)
+            # a confirmed plan is the plan and nothing else: requests waiting in the folder were not part of
+            # what the user confirmed (`attach --take-over` lists them as dropped), so none is executed
+            dropped = describe_pending(logdir, drop=True) if reason is not None else []
+            owner = cls(logdir, data, fd, target_reached=target_reached, gpus=gpus)
+            owner.dropped_requests = dropped
+            return owner
         except BaseException:
             os.close(fd)
             raise

@@ -4,7 +4,8 @@ A LOGDIR can come from anywhere (a colleague's tarball, a shared folder), and it
 `perfwatch.json` lists argv lists that taking the campaign over would start. So the
 launching perfwatch *signs* the plan: `trust` in perfwatch.json records the user id, the
 host and the plan's SHA-256, and an HMAC of those three made with a key that only this user
-can read (`$XDG_STATE_HOME/perfwatch/trust.key`, mode 0600, made on first use). Anyone can
+can read (`$XDG_STATE_HOME/perfwatch/trust.key`, mode 0600, made on first use; a key that other
+users can read or write is refused, with the fix, never used). Anyone can
 copy the uid, the host name and recompute a plain hash; nobody without the key can make a
 matching HMAC. A registry that fails any check is only watched, unless the user explicitly
 confirms the plan it would run (`attach --take-over`), after which this user signs it.
@@ -22,6 +23,7 @@ import hmac
 import json
 import os
 import socket
+import stat
 from pathlib import Path
 from typing import Any
 
@@ -44,13 +46,33 @@ def key_path() -> Path:
     return Path(state) / "perfwatch" / "trust.key"
 
 
+class UnsafeKey(RuntimeError):
+    """The signing key can be read or written by other users: a copy of it could sign any plan."""
+
+
+def _unsafe(path: Path, st: os.stat_result) -> str | None:
+    if st.st_uid != os.getuid():
+        return f"your perfwatch key {path} belongs to user id {st.st_uid}, not to you ({os.getuid()})"
+    if st.st_mode & 0o077:
+        return (f"your perfwatch key {path} can be read or written by other users (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}): a plan signed with a copy of it proves nothing; "
+                f"fix: chmod 600 {path} (or delete it: a new key is made, and your LOGDIRs ask once to be "
+                "taken over again)")
+    return None
+
+
 def _key(create: bool) -> bytes | None:
+    """This user's key; None when there is none (and `create` is false). UnsafeKey when others can read
+    or write it: it is never used to verify, and never silently replaced either (the user decides)."""
     path = key_path()
     try:
         with open(path, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            why = _unsafe(path, st)
+            if why is not None:
+                raise UnsafeKey(why)
             key = fh.read(KEY_BYTES + 1)
-        st = os.stat(path)
-        if len(key) == KEY_BYTES and st.st_uid == os.getuid():
+        if len(key) == KEY_BYTES:
             return key
         if not create:
             return None
@@ -62,6 +84,7 @@ def _key(create: bool) -> bytes | None:
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o600)
     try:
+        os.fchmod(fd, 0o600)  # whatever the umask
         os.write(fd, key)
         os.fsync(fd)
     finally:
@@ -118,7 +141,10 @@ def untrusted_reason(data: dict[str, Any]) -> str | None:
     digest = plan_digest(data)
     if mark.get("plan_sha256") != digest:
         return "its plan (commands, environment, folders) was changed after it was launched"
-    key = _key(create=False)
+    try:
+        key = _key(create=False)
+    except UnsafeKey as exc:
+        return str(exc)
     if key is None or not hmac.compare_digest(str(mark.get("hmac", "")), _mac(key, os.getuid(), host, digest)):
         return "its owner signature does not match your perfwatch key (launched by another account or copy)"
     return None
