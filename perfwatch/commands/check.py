@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfwatch.commands._options import add_ruleset
-from perfwatch.text.escape import echo
+from perfwatch.text.escape import echo, json_text, one_line
 
 if TYPE_CHECKING:  # mlperf_logging is imported when checking, not for `perfwatch --help`
     from perfwatch.core.mlperf.checker import CheckResult
@@ -39,11 +38,12 @@ def _indent(message: str) -> list[str]:
 
 
 def render_table(results: list[CheckResult]) -> str:
-    width = max((len(r.run_id) for r in results), default=6)
+    width = max((len(one_line(r.run_id)) for r in results), default=6)
     lines = [f"{'run':<{width}}  {'ruleset':<7}  {'benchmark':<16}  verdict"]
     for r in results:
         verdict = "PASS" if r.passed else "FAIL"
-        lines.append(f"{r.run_id:<{width}}  {r.ruleset or '-':<7}  {r.benchmark or '-':<16}  {verdict}")
+        lines.append(f"{one_line(r.run_id):<{width}}  {r.ruleset or '-':<7}  {one_line(r.benchmark or '-'):<16}  "
+                     f"{verdict}")
         if r.error:
             lines.extend(_indent(r.error))
         for m in r.messages:
@@ -73,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"perfwatch check: no mllog files under {root}", file=sys.stderr)
         return 2
     if args.format == "json":
-        print(json.dumps([r.to_json() for r in results], indent=2))
+        print(json_text([r.to_json() for r in results]))
     else:
         echo(render_table(results) + "\n" + "\n".join(rcp_lines(results)))
     return 0 if all(r.passed for r in results) else 1
@@ -97,5 +97,5 @@ def rcp_lines(results: list[CheckResult]) -> list[str]:
         division = log_facts(Path(first.path))[1]
         v = folder_verdict([m.path for m in members], first.benchmark, first.ruleset, division)
         shown = v.verdict + (f" ×{v.normalization:.4f}" if v.verdict == "pass" and v.normalization > 1.0 else "")
-        lines.append(f"RCP {folder}: {shown}  ({v.message})")
+        lines.append(f"RCP {one_line(folder)}: {shown}  ({one_line(v.message)})")
     return lines

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
 from perfwatch.commands._options import add_ruleset
-from perfwatch.text.escape import echo
+from perfwatch.text.escape import echo, json_text
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -44,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         books.append(book)
     rows = compare(books[0].views(), books[1].views(), str(args.a), str(args.b))
     if args.format == "json":
-        print(json.dumps([c.to_json() for c in rows], indent=2))
+        print(json_text([c.to_json() for c in rows]))
     else:
         echo(render_comparisons(rows))
     return 0 if any(c.speedup is not None for c in rows) else 1

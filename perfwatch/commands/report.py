@@ -11,7 +11,7 @@ from perfwatch.commands._options import add_ruleset
 
 if TYPE_CHECKING:
     from perfwatch.core.model.book import RunBook
-from perfwatch.text.escape import echo
+from perfwatch.text.escape import echo, printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -75,19 +75,19 @@ def run(args: argparse.Namespace) -> int:
 
     ranked = rank_mod.ranked_runs(book.views())
     if args.format == "json":
-        import json
+        from perfwatch.text.escape import json_text
 
         body = rep.as_dict()
         if grid is not None:
             body["baseline_grid"] = grid
         if ranked:
             body["ranks"] = rank_mod.ranks_json(ranked)
-        print(json.dumps(body, indent=2, default=str))
+        print(json_text(body))
         return 0
     if args.format == "html":
         from perfwatch.exporters import html
 
-        print(html.render(rep, book, title=f"perfwatch report — {root}"), end="")
+        print(html.render(rep, book, title=f"perfwatch report — {printable(str(root))}"), end="")
         return 0
     echo(report_mod.render(rep, args.format))
     if grid is not None:
@@ -100,10 +100,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _write_mila(book: RunBook, out: Path) -> None:
-    import json
-
     from perfwatch.core.results.comparison import mila_run_report
     from perfwatch.core.results.submission import safe_component
+    from perfwatch.text.escape import json_text
 
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(20, "exists and is not a folder")
@@ -116,5 +115,5 @@ def _write_mila(book: RunBook, out: Path) -> None:
             n += 1
             name = f"{stem}-{n}.json"
         used.add(name.lower())
-        (out / name).write_text(json.dumps(mila_run_report(view), indent=2, default=str) + "\n")
+        (out / name).write_text(json_text(mila_run_report(view)) + "\n")
 

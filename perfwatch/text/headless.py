@@ -23,6 +23,7 @@ from perfwatch.core.control import registry
 from perfwatch.core.control.controller import ClientController, Controller, ProcInfo, RunState
 from perfwatch.core.control.scheduler import Scheduler
 from perfwatch.core.engine import LiveEngine, Session, Update, energy_path, reread, run_figures
+from perfwatch.core.ingest.sanitize import one_line
 from perfwatch.core.measure.energy import RunEnergy, run_energy
 from perfwatch.core.measure.eta import Eta
 from perfwatch.core.measure.mfu import overrides_from_registry
@@ -94,7 +95,7 @@ class _Printer:
                 self.line(f"{group:<24} {text}")
 
     def line(self, text: str) -> None:
-        print(f"[{_fmt_s(time.time() - self.t0):>7}] {text}", file=self.out, flush=True)
+        print(f"[{_fmt_s(time.time() - self.t0):>7}] {one_line(text)}", file=self.out, flush=True)
 
     def ranks(self, ranks: Mapping[str, RankReport]) -> None:
         """A line when a distributed run's straggler appears, changes rank or cause, or goes away."""
@@ -174,7 +175,7 @@ def summary(procs: Mapping[str, ProcInfo], book: RunBook, out: TextIO) -> bool:
         code = "-" if info.exit_code is None else str(info.exit_code)
         ett = _disk_energy(view).to_train if view is not None else None
         kj = f"{ett.energy.kj:.3f}" if ett is not None else "-"  # GPU energy-to-train; "-": no GPU energy
-        print(f"{rid:<24} {status.word:<9} {code:>5} {status.verdict.value:<11} {_fmt_s(ttt):>13} {kj:>10} "
+        print(f"{one_line(rid):<24} {status.word:<9} {code:>5} {status.verdict.value:<11} {_fmt_s(ttt):>13} {kj:>10} "
               f"{info.attempt:>7}  {status.reason}", file=out)
     counts = count(statuses)
     ok = bool(procs) and counts.ended == counts.runs and not counts.failed

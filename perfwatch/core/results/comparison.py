@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from perfwatch.core import keys
+from perfwatch.core.ingest.sanitize import one_line
 from perfwatch.core.mlperf.scores import MS_PER_MINUTE, olympic_score
 from perfwatch.core.model.run import RunView
 from perfwatch.core.results.stats import METHOD, Welch, welch
@@ -200,14 +201,14 @@ def fmt_x(ratio: float | None) -> str:
 def render_comparisons(rows: Sequence[Comparison]) -> str:
     lines = []
     for c in rows:
-        lines.append(f"{c.benchmark}:")
+        lines.append(f"{one_line(str(c.benchmark))}:")
         for label, s in (("A", c.a), ("B", c.b)):
             if s is None:
                 continue
             score = f"{s.score:.2f} min" if s.score is not None else "no score"
             spread = f" (runs {min(s.minutes):.2f}–{max(s.minutes):.2f})" if s.minutes else ""
             scaled = f" (olympic × scaling.json {s.scaling:g})" if s.scaling != 1.0 else " olympic"
-            lines.append(f"  {label} {s.folder}: {score}{scaled}, {len(s.minutes)}/{s.runs} converged{spread}")
+            lines.append(f"  {label} {one_line(str(s.folder))}: {score}{scaled}, {len(s.minutes)}/{s.runs} converged{spread}")
         if c.speedup is not None and c.a and c.b and c.a.score and c.b.score:
             lines.append(f"  {c.a.score:.2f} min → {c.b.score:.2f} min: {fmt_x(c.speedup)} faster")
             spread = f"ratio of medians {fmt_x(c.median_ratio)}"
@@ -223,7 +224,7 @@ def render_comparisons(rows: Sequence[Comparison]) -> str:
             lines.append(f"  GPU energy-to-train (median): A {kj(ea)}, B {kj(eb)}"
                          + (f": B uses {1 / ratio:.2f}× the energy of A" if ratio else ""))
         if c.note:
-            lines.append(f"  note: {c.note}")
+            lines.append(f"  note: {one_line(c.note)}")
     return "\n".join(lines)
 
 

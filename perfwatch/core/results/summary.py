@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from perfwatch.core.ingest.sanitize import csv_cell, json_text, one_line
 from perfwatch.core.layout import is_result_name, without_repeat
 from perfwatch.core.mlperf import rcp
 from perfwatch.core.mlperf.scores import (
@@ -387,8 +388,9 @@ def rcp_text(verdict: Any) -> str:
 
 
 def cells(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> list[list[str]]:
-    """Each row as the texts the table renderers show (text, markdown, HTML)."""
-    return [[_cell(r, k, d) for k, _, d in columns] for r in rows]
+    """Each row as the texts the table renderers show (text, markdown, HTML): one line per cell, whatever
+    a name holds (a newline in a benchmark or file name never forges a row)."""
+    return [[one_line(_cell(r, k, d)) for k, _, d in columns] for r in rows]
 
 
 def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
@@ -414,18 +416,16 @@ def _markdown(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -
 
 def render(report: Report, fmt: str) -> str:
     if fmt == "json":
-        import json  # here: the table form need not load json (~2 ms of start-up)
-
-        return json.dumps(report.as_dict(), indent=2, default=str)
+        return json_text(report.as_dict())
     if fmt == "csv":
         import csv
 
         buf = io.StringIO()
         keys = list(report.runs[0].keys()) if report.runs else [k for k, _, _ in RUN_COLUMNS]
         writer = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
-        writer.writeheader()
+        writer.writerow({k: csv_cell(k) for k in keys})
         for row in report.runs:
-            writer.writerow(row)
+            writer.writerow({k: csv_cell(v) for k, v in row.items()})
         return buf.getvalue().rstrip("\n")
     if fmt == "markdown":
         return (
@@ -454,7 +454,8 @@ def reasons_lines(report: Report) -> list[str]:
 
 
 def _notes(report: Report) -> list[str]:
-    return reasons_lines(report) + ruleset_lines(report) + peak_lines(report) + energy_lines(report) + time_lines(report)
+    lines = reasons_lines(report) + ruleset_lines(report) + peak_lines(report) + energy_lines(report) + time_lines(report)
+    return [one_line(n) for n in lines]
 
 
 def energy_lines(report: Report) -> list[str]:
