@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 
 RULESET_HELP = ("MLPerf Training ruleset, e.g. 4.0.0 (default: the version in the path, else inferred from the "
                 "logs' dates and benchmark; every output says which and why)")
@@ -25,3 +26,11 @@ def ruleset_error(args: argparse.Namespace) -> str | None:
     except UnknownRuleset as exc:
         return str(exc)
     return None
+
+
+def path_arg(text: str) -> Path:
+    """argparse `type=` for every path argument: an empty or blank path is refused (exit 2) instead of
+    silently meaning the current folder (`control "" RUN stop` must not stop a run of the campaign in `.`)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: an empty path; name the folder (`.` for the current one)")
+    return Path(text)

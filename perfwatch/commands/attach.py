@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfwatch.commands import _metrics
-from perfwatch.commands._options import add_ruleset
+from perfwatch.commands._options import add_ruleset, path_arg
 from perfwatch.commands.launch import open_ui
 from perfwatch.text.escape import printable
 
@@ -25,7 +24,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "Any other folder (an MLPerf results tree, logs a cluster job is writing) is only watched: "
         "--headless follows it until every run has logged run_stop (exit 0 if all succeeded).",
     )
-    p.add_argument("logdir", type=Path, help="perfwatch LOGDIR, MLPerf results tree or mllog file")
+    p.add_argument("logdir", type=path_arg, help="perfwatch LOGDIR, MLPerf results tree or mllog file")
     p.add_argument("--headless", action="store_true", help="plain progress lines and a final table (no TUI)")
     p.add_argument("--poll", action="store_true", help="poll files instead of inotify (NFS, Lustre)")
     p.add_argument("--no-control", action="store_true", help="only watch: never signal or start runs")

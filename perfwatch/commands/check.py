@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfwatch.commands._options import add_ruleset
+from perfwatch.commands._options import add_ruleset, path_arg
 from perfwatch.text.escape import echo, json_text, one_line
 
 if TYPE_CHECKING:  # mlperf_logging is imported when checking, not for `perfwatch --help`
@@ -23,7 +23,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         description="Run mlperf_logging's compliance checker (in-process) on every run log under LOGDIR. "
         "Exit status 0 only if every run passes, 1 if any fails, 2 if nothing could be checked.",
     )
-    p.add_argument("logdir", help="a perfwatch LOGDIR, an MLPerf results tree, or one log file")
+    p.add_argument("logdir", type=path_arg, help="a perfwatch LOGDIR, an MLPerf results tree, or one log file")
     add_ruleset(p)
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=run)

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from perfwatch.commands._options import add_ruleset
+from perfwatch.commands._options import add_ruleset, path_arg
 from perfwatch.text.escape import echo, json_text
 
 
@@ -18,8 +17,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "and print, per benchmark, TTT(A) / TTT(B) with two decimals, the ratio of median times and a 90%% "
         "bootstrap interval over the runs (seeds). A and B: perfwatch LOGDIRs, results folders or run groups.",
     )
-    p.add_argument("a", type=Path, help="the reference (baseline) runs")
-    p.add_argument("b", type=Path, help="the runs to compare with A")
+    p.add_argument("a", type=path_arg, help="the reference (baseline) runs")
+    p.add_argument("b", type=path_arg, help="the runs to compare with A")
     add_ruleset(p)
     p.add_argument("--format", choices=("table", "json"), default="table")
     p.set_defaults(func=run)

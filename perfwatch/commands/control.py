@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from perfwatch.commands._options import path_arg
+
 if TYPE_CHECKING:
     from perfwatch.core.control.registry import RunRecord
     from perfwatch.core.control.scheduler import Scheduler
@@ -30,7 +32,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         description="Act on one run of a launched campaign, local or Slurm, from scripts and CI. Exit status: "
         "0 the action took effect, 1 it did not within --timeout, 2 it does not apply.",
     )
-    p.add_argument("logdir", type=Path, help="the campaign's LOGDIR")
+    p.add_argument("logdir", type=path_arg, help="the campaign's LOGDIR")
     p.add_argument("run_id", help="run id (as in `perfwatch report LOGDIR`)")
     p.add_argument("action", choices=sorted(ACTIONS), help="what to do")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the effect (default 60)")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from perfwatch.commands import _metrics
+from perfwatch.commands._options import path_arg
 
 if TYPE_CHECKING:  # the engine is imported when a campaign runs, not for `perfwatch --help`
     from perfwatch.core.control.campaign import Campaign
@@ -25,14 +26,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         "LOGDIR, start every run in its own process group and watch it. Runs survive perfwatch: "
         "`perfwatch attach LOGDIR` reopens them.",
     )
-    p.add_argument("campaign", type=Path, nargs="?", help="campaign YAML file")
+    p.add_argument("campaign", type=path_arg, nargs="?", help="campaign YAML file")
     p.add_argument("--demo", action="store_true",
                    help="the demo campaign shipped with perfwatch (needs torch: pip install 'perfwatch[workloads]'); "
                    "its LOGDIR goes under ./runs/")
     p.add_argument("--dry-run", action="store_true", help="print the expanded plan; start nothing")
     p.add_argument("--headless", action="store_true", help="plain progress lines and a final table (no TUI)")
     p.add_argument("--detach", action="store_true", help="run the campaign in the background and return")
-    p.add_argument("--logdir", type=Path, help="override the campaign's logdir")
+    p.add_argument("--logdir", type=path_arg, help="override the campaign's logdir")
     p.add_argument("--poll", action="store_true", help="poll files instead of inotify (NFS, Lustre)")
     p.add_argument("--theme", help="TUI theme name")
     _metrics.add_arguments(p)

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfwatch.commands._options import add_ruleset
-from perfwatch.text.escape import echo
+from perfwatch.commands._options import add_ruleset, path_arg
+from perfwatch.text.escape import echo, json_text
 
 if TYPE_CHECKING:
     from perfwatch.core.results.submission import PackageResult
@@ -28,8 +28,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "overwrites a result file; never writes outside --out. Exit 0 when every check passes, 1 when "
         "one fails, 2 when nothing was written.",
     )
-    p.add_argument("logdir", help="a perfwatch LOGDIR or a folder of mllog files")
-    p.add_argument("--out", required=True, help="the submission folder (created; existing results are kept)")
+    p.add_argument("logdir", type=path_arg, help="a perfwatch LOGDIR or a folder of mllog files")
+    p.add_argument("--out", required=True, type=path_arg,
+                   help="the submission folder (created; existing results are kept); never inside LOGDIR")
     p.add_argument("--submitter", required=True, help="submitting organization")
     p.add_argument("--system", help="system name (default: <N>x<device>_perfwatch)")
     p.add_argument("--division", choices=DIVISIONS, help="default: the campaign's, else the logs', else open")
@@ -66,9 +67,23 @@ def render(r: PackageResult) -> str:
     return "\n".join(lines)
 
 
+def out_inside(logdir: Path, out: Path) -> str | None:
+    """Why OUT cannot be written to: it is LOGDIR or inside it (the copies would become runs of the
+    campaign, and the next `report` would count them twice). Paths are compared resolved (symlinks,
+    `..`), OUT's missing tail included."""
+    src, dst = logdir.resolve(), out.resolve()
+    if dst == src or src in dst.parents:
+        return f"is inside the LOGDIR {logdir} (its copies would be read as more runs); choose a folder outside it"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     from perfwatch.core.results.submission import PackageError, package
 
+    why = out_inside(args.logdir, args.out)
+    if why:
+        print(f"perfwatch package: --out {args.out}: {why}", file=sys.stderr)
+        return 2
     try:
         result = package(args.logdir, args.out, submitter=args.submitter, system=args.system,
                          division=args.division, status=args.status, ruleset=args.ruleset)
@@ -78,5 +93,5 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"perfwatch package: {exc}", file=sys.stderr)
         return 2
-    echo(json.dumps(result.to_json(), indent=2) if args.format == "json" else render(result))
+    echo(json_text(result.to_json()) if args.format == "json" else render(result))
     return 0 if result.passed else 1

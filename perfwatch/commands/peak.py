@@ -26,12 +26,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
+def max_threads() -> int:
+    """The most `--threads` a measurement accepts: 4 per CPU, never more than 1,024 (torch and OpenMP
+    die with SIGSEGV well before 100,000 threads)."""
+    import os
+
+    return min(4 * (os.cpu_count() or 1), 1024)
+
+
 def run(args: argparse.Namespace) -> int:
     from perfwatch.core.measure import host_peak
 
     if args.measure:
         if args.tries < 1 or (args.threads is not None and args.threads < 1):
             print("perfwatch peak: --tries and --threads must be at least 1", file=sys.stderr)
+            return 2
+        if args.threads is not None and args.threads > max_threads():
+            print(f"perfwatch peak: --threads {args.threads}: more than {max_threads()} (4 per CPU of this "
+                  "host); more threads than CPUs only measure contention", file=sys.stderr)
             return 2
         try:
             found = host_peak.measure(args.dtype, threads=args.threads, tries=args.tries, force=args.force)

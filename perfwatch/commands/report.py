@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from perfwatch.commands._options import add_ruleset
+from perfwatch.commands._options import add_ruleset, path_arg
 
 if TYPE_CHECKING:
     from perfwatch.core.model.book import RunBook
@@ -22,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "level, or any folder of mllog files) and report time-to-train per run and the olympic score per "
         "benchmark folder, computed as MLPerf's result summarizer does.",
     )
-    p.add_argument("logdir", type=Path, help="folder (or single file) holding mllog logs")
+    p.add_argument("logdir", type=path_arg, help="folder (or single file) holding mllog logs")
     p.add_argument("--format", choices=["table", "json", "markdown", "csv", "html"], default="table",
                    help="html: one self-contained page (tables, inline SVG plots) on stdout: > report.html")
     add_ruleset(p)
@@ -31,7 +31,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="add a grid of speed-ups normalized to this run, job or folder (geometric mean across benchmarks)",
     )
     p.add_argument(
-        "--mila-json", type=Path, metavar="DIR",
+        "--mila-json", type=path_arg, metavar="DIR",
         help="also write one Mila-style JSON report per run (train_item stats after warm-up) into DIR",
     )
     p.add_argument(

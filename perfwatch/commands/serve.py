@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from perfwatch.commands._options import path_arg
+
 DEFAULT_PORT = 8000
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_MAX_SESSIONS = 4  # each tab is one perfwatch process (~25 MB); a few tabs is what one person uses
@@ -26,13 +28,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--detach) and then served. Listens on 127.0.0.1 only unless --host says otherwise; from "
         "another machine use ssh -L (docs/serve.md). Needs the web extra: pip install 'perfwatch[web]'.",
     )
-    p.add_argument("target", type=Path, help="a LOGDIR (or any folder of mllog files) or a campaign YAML")
+    p.add_argument("target", type=path_arg, help="a LOGDIR (or any folder of mllog files) or a campaign YAML")
     p.add_argument("--port", type=int, default=DEFAULT_PORT, help=f"HTTP port (default {DEFAULT_PORT})")
     p.add_argument("--host", default=DEFAULT_HOST, help=f"address to listen on (default {DEFAULT_HOST})")
     p.add_argument("--public-url", metavar="URL",
                    help="the URL browsers use to reach this server (behind a proxy or a port forward "
                    "to another port), default http://HOST:PORT")
-    p.add_argument("--logdir", type=Path, help="with a campaign YAML: override its logdir")
+    p.add_argument("--logdir", type=path_arg, help="with a campaign YAML: override its logdir")
     p.add_argument("--poll", action="store_true", help="poll files instead of inotify (NFS, Lustre)")
     p.add_argument("--readonly", "--no-control", dest="no_control", action="store_true",
                    help="only watch: the tabs never signal or start runs")
