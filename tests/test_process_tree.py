@@ -89,3 +89,21 @@ def test_a_taken_over_run_is_stopped_with_its_escaped_grandchild(tmp_path: Path,
         kill_groups({pgid} if pgid else set())
         if not gone(gc):
             gc.send_signal(signal.SIGKILL)
+
+
+def test_a_workload_killed_by_a_real_time_signal_is_recorded_by_number(tmp_path: Path, owned: list[Scheduler]) -> None:
+    """Signal 40 (SIGRTMIN+6 on Linux) has no name in Python's enum: the supervisor still writes exit.json
+    and the run is `killed` by that signal, not `failed 1` with no exit record."""
+    import json
+
+    s = scheduler(tmp_path, """
+        jobs:
+          - {name: rt, cmd: [python, -c, "import os; os.kill(os.getpid(), 40)"]}
+        """)
+    owned.append(s)
+    assert wait_for(lambda: s.done, tick=s.poll)
+    info = s.procs()["rt.r0"]
+    record = json.loads((info.folder / "exit.json").read_text())
+    rt = 40 - signal.SIGRTMIN
+    assert record["signal"] == f"SIGRTMIN+{rt}" and record["signal_number"] == 40, record
+    assert info.state is RunState.KILLED and info.exit_code == -40 and info.reason == f"killed by SIGRTMIN+{rt}"

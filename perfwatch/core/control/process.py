@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from perfwatch.core.control.supervisor import signal_name, signal_number
 from perfwatch.core.ingest.discover import open_regular
 from perfwatch.core.layout import EXIT_FILE, MLLOG_FILE, OUTPUT_FILE, RUN_FILES, RUN_LOGS, archived_name
 
@@ -136,7 +137,7 @@ def describe_exit(code: int) -> str:
     """`exit 3`, `killed by SIGKILL`: how a run's process ended, for humans."""
     if code >= 0:
         return f"exit {code}"
-    return f"killed by {signal.Signals(-code).name}" if -code in signal.valid_signals() else f"signal {-code}"
+    return f"killed by {signal_name(-code)}"
 
 
 def activity(run_dir: Path) -> tuple[float, ...]:
@@ -274,8 +275,9 @@ class Proc:
         record = read_exit(self.run_dir)
         if record is not None and record.get("runner_pid") in (None, self.pid):
             self.exit_record = record
-            if record.get("signal"):
-                code = -int(signal.Signals[record["signal"]])
+            sig = signal_number(record.get("signal")) if record.get("signal") else None
+            if sig is not None:
+                code = -sig
             elif record.get("exit_code") is not None:
                 code = int(record["exit_code"])
         if code is None:  # re-adopted, gone, no exit.json (not written: full disk; or the supervisor was killed)

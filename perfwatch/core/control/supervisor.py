@@ -33,6 +33,32 @@ from pathlib import Path
 from perfwatch.core.layout import write_json_atomic
 
 
+def signal_name(num: int) -> str:
+    """`SIGTERM` for the signals Python's enum names; `SIGRTMIN+6` for real-time ones; `SIG99` otherwise.
+    A workload can die of any signal number, and its record must never crash the supervisor."""
+    try:
+        return signal.Signals(num).name
+    except ValueError:
+        rtmin, rtmax = getattr(signal, "SIGRTMIN", 0), getattr(signal, "SIGRTMAX", -1)
+        if rtmin <= num <= rtmax:
+            return f"SIGRTMIN+{num - rtmin}"
+        return f"SIG{num}"
+
+
+def signal_number(name: object) -> int | None:
+    """The number `signal_name` wrote (None for anything else: exit.json can be edited by anyone)."""
+    if not isinstance(name, str):
+        return None
+    if name in signal.Signals.__members__:
+        return int(signal.Signals[name])
+    if name.startswith("SIGRTMIN+") and name[9:].isdigit() and hasattr(signal, "SIGRTMIN"):
+        num = signal.SIGRTMIN + int(name[9:])
+        return num if num <= signal.SIGRTMAX else None
+    if name.startswith("SIG") and name[3:].isdigit() and 0 < int(name[3:]) < 256:
+        return int(name[3:])
+    return None
+
+
 def _record(exit_file: Path, record: dict[str, object]) -> None:
     """Write exit.json; a full disk must not turn the workload's exit status into a traceback.
 
@@ -138,7 +164,7 @@ def clear_cache(argv: list[str], timeout: float | None) -> dict[str, object]:
         proc.kill()  # anything it left in the group is killed with the group when the run ends
         code = proc.wait()
         info["timed_out"] = True
-    info.update(exit_code=code if code >= 0 else None, signal=signal.Signals(-code).name if code < 0 else None,
+    info.update(exit_code=code if code >= 0 else None, signal=signal_name(-code) if code < 0 else None,
                 ended_at=time.time(), ok=code == 0 and not info["timed_out"])
     if info["timed_out"]:
         what = f"timed out after {timeout:g}s"
@@ -154,14 +180,14 @@ def _not_started(record: dict[str, object], exit_file: Path, received: list[int]
     clear = record["cache_clear"]
     assert isinstance(clear, dict)
     if received:  # stopped by the user (or perfwatch) before the workload started
-        name = signal.Signals(received[0]).name
+        name = signal_name(received[0])
         record.update(exit_code=None, signal=name, ended_at=time.time(), workload_started=False)
         _record(exit_file, record)
         return 128 + received[0]
     # timeout(1)'s 124 for a timeout, 128+N for a signal, else the command's own status
     code = 124 if clear["timed_out"] else clear["exit_code"]
     if not isinstance(code, int):
-        code = 128 + int(signal.Signals[str(clear["signal"])])
+        code = 128 + (signal_number(clear["signal"]) or 0)
     print(f"perfwatch: {clear['reason']}", file=sys.stderr, flush=True)
     record.update(exit_code=code, signal=None, ended_at=time.time(), workload_started=False)
     _record(exit_file, record)
@@ -209,9 +235,10 @@ def main(argv: list[str] | None = None) -> int:
     signal_tree(signal.SIGKILL, escaped_only=False)  # the run is over: nothing it started outlives it
     record.update(
         exit_code=code if code >= 0 else None,
-        signal=signal.Signals(-code).name if code < 0 else None,
+        signal=signal_name(-code) if code < 0 else None,
+        signal_number=-code if code < 0 else None,
         ended_at=time.time(),
-        signals_received=[signal.Signals(s).name for s in received],
+        signals_received=[signal_name(s) for s in received],
     )
     _record(args.exit_file, record)
     return code if code >= 0 else 128 - code

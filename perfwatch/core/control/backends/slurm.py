@@ -32,6 +32,7 @@ from perfwatch.core.control.campaign import RunSpec
 from perfwatch.core.control.process import read_exit
 from perfwatch.core.control.registry import RunRecord
 from perfwatch.core.control.states import RunState
+from perfwatch.core.control.supervisor import signal_number
 from perfwatch.core.layout import EXIT_FILE, OUTPUT_FILE, SLURM_BATCH_FILE, SLURM_JOB_FILE, write_json_atomic
 
 BATCH_SCRIPT = '#!/bin/sh\n# perfwatch: the run\'s argv is in the JSON file "$2"\nexec "$1" -m perfwatch.core.control.backends.slurm_job "$2"\n'
@@ -127,8 +128,8 @@ class SlurmRun:
         code: int | None = None
         if record is not None:
             self.exit_record = record
-            if record.get("signal"):
-                code = -int(signal.Signals[record["signal"]])
+            if signal_number(record.get("signal")) is not None:
+                code = -(signal_number(record.get("signal")) or 0)
             elif record.get("exit_code") is not None:
                 code = int(record["exit_code"])
         if code is None:
