@@ -72,15 +72,19 @@ def test_crlf_mllog_lines_parse(tmp_path: Path) -> None:
     tail.close()
 
 
-def test_ten_megabyte_line_arrives_whole(tmp_path: Path) -> None:
+def test_a_ten_megabyte_line_is_cut_at_max_line_and_its_rest_dropped(tmp_path: Path) -> None:
+    """The tail keeps at most DEFAULT_MAX_LINE (1 MiB) of one line: it hands out that much and drops the
+    rest up to the newline a chunk at a time, so the next line arrives intact and nothing big is held."""
+    from perfwatch.core.ingest.mllog import DEFAULT_MAX_LINE
+
     p = tmp_path / "mllog.txt"
-    big = b"x" * (10 << 20)
+    big = bytes(range(256)).replace(b"\n", b"") * (41 << 10)  # ~10 MB, no newline
     tail = FileTail(p, chunk_size=1 << 20, max_batch=1 << 20)
     append(p, b"before\n" + big[: 6 << 20])
-    assert lines_of(tail.read_all()) == [b"before"]
-    append(p, big[6 << 20 :] + b"\nafter\n")
     got = lines_of(tail.read_all())
-    assert len(got) == 2 and got[0] == big and got[1] == b"after"
+    assert got == [b"before", big[:DEFAULT_MAX_LINE]]
+    append(p, big[6 << 20 :] + b"\nafter\n")
+    assert lines_of(tail.read_all()) == [b"after"]
     tail.close()
 
 

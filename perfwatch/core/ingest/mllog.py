@@ -25,9 +25,10 @@ import msgspec
 TOKEN = b":::MLLOG "
 TOKEN_STR = ":::MLLOG "
 MAX_KEPT_BAD = 200
-# a "line" longer than this is handed out cut (the tailer, the static reader): a file without newlines
-# cannot eat memory
-DEFAULT_MAX_LINE = 64 << 20
+# the most bytes of one line kept (the tailer, the static reader): a longer line is cut there, so a file
+# without newlines cannot eat memory; an mllog record is a few hundred bytes, the longest (a
+# hyperparameter dump, a submission's system description) a few KB
+DEFAULT_MAX_LINE = 1 << 20
 MAX_BAD_TEXT = 2000
 # a log's raw bytes: `bytes`, or the read buffer `load` reuses file after file (model.book.iter_blocks);
 # nothing keeps a bytearray handed in: what is kept (records, bad lines) is sliced off it, i.e. copied

@@ -65,6 +65,7 @@ class FileTail:
         "_ident",
         "_offset",
         "_buf",
+        "_skipping",
         "_head",
         "_draining",
         "_reset_next",
@@ -90,6 +91,7 @@ class FileTail:
         self._ident: tuple[int, int] = (0, 0)
         self._offset = 0  # file position after the bytes consumed (complete lines + _buf)
         self._buf = b""  # partial last line
+        self._skipping = False  # past max_line bytes of one line: drop the rest of it, up to its newline
         self._head = b""  # first HEAD_BYTES of the current generation, as we read them
         self._draining = False  # the path names another file (or none): finish ours, then switch
         self._reset_next = False  # the next batch handed out starts a new generation
@@ -195,6 +197,7 @@ class FileTail:
         self._mtime_ns = -1
         self._offset = 0
         self._buf = b""
+        self._skipping = False
         self._head = b""
         self._draining = False
         if self._opened_before:
@@ -206,6 +209,7 @@ class FileTail:
         fd, self._fd = self._fd, None
         self._draining = False
         self._buf = b""
+        self._skipping = False
         if fd is not None:
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -255,6 +259,7 @@ class FileTail:
         """
         self._offset = 0
         self._buf = b""
+        self._skipping = False
         self._head = b""
         self._reset_next = True
 
@@ -275,6 +280,8 @@ class FileTail:
         """
         fd = self._fd
         assert fd is not None
+        if self._skipping and not self._skip(fd):
+            return None
         start = self._offset
         chunks: list[bytes] = []
         got = 0
@@ -309,13 +316,35 @@ class FileTail:
         else:
             lines, rest = data[:cut].split(b"\n"), data[cut + 1 :]
         if len(rest) >= self.max_line:
-            lines.append(rest)  # no newline for max_line bytes: hand it out rather than grow forever
-            rest = b""
+            # no newline for max_line bytes: its first max_line bytes are handed out as the line, the rest
+            # up to its newline is dropped; memory per file stays under max_line + max_batch
+            lines.append(rest[: self.max_line])
+            rest, self._skipping = b"", True
         if final and eof and rest:
             lines.append(rest)  # the file is finished: its last line needs no newline
             rest = b""
         self._buf = rest
         return lines or None
+
+    def _skip(self, fd: int) -> bool:
+        """Drop the rest of an over-long line a chunk at a time, never holding it; True once its newline
+        was passed, False when the file ends first (the next read goes on dropping)."""
+        while True:
+            try:
+                data = os.pread(fd, self.chunk_size, self._offset)
+            except OSError:
+                return False
+            if not data:
+                return False
+            end = data.find(b"\n")
+            used = len(data) if end < 0 else end + 1
+            if self._offset == len(self._head) < HEAD_BYTES:
+                self._head += data[: min(used, HEAD_BYTES - self._offset)]
+            self._offset += used
+            self.bytes_read += used
+            if end >= 0:
+                self._skipping = False
+                return True
 
     def _batch(self, lines: list[bytes]) -> LineBatch:
         reset, self._reset_next = self._reset_next, False
@@ -334,7 +363,7 @@ def last_lines(path: Path, n: int = 20, max_bytes: int = 16384) -> tuple[str, ..
             fh.seek(0, os.SEEK_END)
             size = fh.tell()
             fh.seek(max(0, size - max_bytes))
-            data = fh.read()
+            data = fh.read(max_bytes)  # not to the end: the file may be growing
     except OSError:
         return ()
     lines = data.decode("utf-8", errors="replace").splitlines()

@@ -266,17 +266,25 @@ def iter_blocks(
             # it grew since the fstat: what was read is the first piece, the rest comes in blocks
         parts: list[bytes] = []  # the carried half line, in pieces: a huge line is joined once, not per chunk
         size = 0
+        skipping = False  # past DEFAULT_MAX_LINE bytes of one line: its rest is dropped up to the newline
         while True:
             data, first = first or read(chunk), b""  # the first buffer is cut like the others
             if not data:
                 break
+            if skipping:
+                end = data.find(b"\n")
+                if end < 0:
+                    continue
+                data, skipping = data[end + 1 :], False
+                if not data:
+                    continue
             cut = data.rfind(b"\n") + 1
             if not cut:  # no newline in this chunk: the line goes on
                 parts.append(data)
                 size += len(data)
-                if size >= DEFAULT_MAX_LINE:  # as FileTail: hand it out rather than grow without bound
-                    yield b"".join(parts)
-                    parts, size = [], 0
+                if size >= DEFAULT_MAX_LINE:  # as FileTail: its first DEFAULT_MAX_LINE bytes, the rest dropped
+                    yield b"".join(parts)[:DEFAULT_MAX_LINE]
+                    parts, size, skipping = [], 0, True
                 continue
             block = b"".join([*parts, data[:cut]]) if parts else data[:cut] if cut < len(data) else data
             rest = data[cut:]
