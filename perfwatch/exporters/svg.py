@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from html import escape
 
+from perfwatch.core.ingest.sanitize import PLOT_LIMIT, plot_range
 from perfwatch.text.escape import printable
 
 # readable on white, distinguishable in pairs (Okabe-Ito, then darker variants)
@@ -67,6 +68,8 @@ def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
     if hi <= lo:
         hi = lo + (abs(lo) or 1.0)
     raw = (hi - lo) / max(count, 1)
+    if not (math.isfinite(raw) and raw > 1e-300):  # a span no tick step can cover: callers use plot_range
+        return []
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     first = math.floor(lo / step + 1e-9)
@@ -96,24 +99,27 @@ def render(chart: Chart, width: int = 600, height: int = 280) -> str:
     xs = [x for s in series for x, _ in s.points]
     ys = [y for s in series for _, y in s.points] + [h.y for h in chart.hlines]
     lo_x = min(xs)
-    xt = nice_ticks(0.0 if lo_x >= 0 else lo_x, max(xs))  # time axes start at 0 (run_start)
+    # finite, non-empty axes (core/ingest/sanitize.py): values beyond the plot limit are drawn at the edge
+    ax0, ax1, clamped_x = plot_range(0.0 if lo_x >= 0 else lo_x, max(xs))  # time axes start at 0 (run_start)
     lo_y = min(ys)
-    yt = nice_ticks(min(lo_y, 0.0) if lo_y >= 0 else lo_y, max(ys))
+    ay0, ay1, clamped_y = plot_range(min(lo_y, 0.0) if lo_y >= 0 else lo_y, max(ys))
+    xt, yt = nice_ticks(ax0, ax1) or [ax0, ax1], nice_ticks(ay0, ay1) or [ay0, ay1]
     x0, x1, y0, y1 = xt[0], xt[-1], yt[0], yt[-1]
+    title = chart.title + (f" (values beyond ±{PLOT_LIMIT:g} drawn at the edge)" if clamped_x or clamped_y else "")
     left, right, top, bottom = 64, 16, 28, 44
     pw, ph = width - left - right, height - top - bottom
 
     def px(x: float) -> float:
-        return left + (x - x0) / ((x1 - x0) or 1) * pw
+        return left + (min(max(x, x0), x1) - x0) / ((x1 - x0) or 1) * pw
 
     def py(y: float) -> float:
-        return top + ph - (y - y0) / ((y1 - y0) or 1) * ph
+        return top + ph - (min(max(y, y0), y1) - y0) / ((y1 - y0) or 1) * ph
 
     cid = f' id="{esc(chart.chart_id)}"' if chart.chart_id else ""
     out = [f'<svg{cid} class="chart" xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(chart.title)}">',
-           f"<title>{esc(chart.title)}</title>",
-           f'<text x="{left}" y="18" class="ct">{esc(chart.title)}</text>']
+           f'viewBox="0 0 {width} {height}" role="img" aria-label="{esc(title)}">',
+           f"<title>{esc(title)}</title>",
+           f'<text x="{left}" y="18" class="ct">{esc(title)}</text>']
     for t in yt:
         y = py(t)
         out.append(f'<line x1="{left}" x2="{left + pw}" y1="{y:.1f}" y2="{y:.1f}" class="grid"/>'

@@ -94,9 +94,13 @@ def json_text(value: Any, *, indent: int | None = 2) -> str:
                       default=lambda o: json_ready(str(o)))
 
 
-def finite(value: object, low: float = -1e15, high: float = 1e15) -> float | None:
+NUMBER_LIMIT = 1e18  # |x| beyond this is no quantity a training log or a sensor reports (FLOPs/sample ~1e16)
+PLOT_LIMIT = 1e15  # a plot axis spans at most +-this; values beyond are drawn at the edge, and it says so
+
+
+def finite(value: object, low: float = -NUMBER_LIMIT, high: float = NUMBER_LIMIT) -> float | None:
     """`value` as a float if it is a real number within [low, high] (booleans are not numbers), else None.
-    The default bounds keep any sum of a few million such values finite and exact enough."""
+    The default bounds keep any sum of a few billion such values finite."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return None
     try:
@@ -104,3 +108,17 @@ def finite(value: object, low: float = -1e15, high: float = 1e15) -> float | Non
     except OverflowError:  # an int beyond float range
         return None
     return x if math.isfinite(x) and low <= x <= high else None
+
+
+def plot_range(lo: float, hi: float) -> tuple[float, float, bool]:
+    """An axis range a plot can divide by: within +-PLOT_LIMIT (the flag says values were clamped), never
+    empty or denormal (a constant series, or 0 and 5e-324, gets a span around its value)."""
+    clamped = not (lo >= -PLOT_LIMIT and hi <= PLOT_LIMIT)
+    lo = min(max(lo, -PLOT_LIMIT), PLOT_LIMIT) if math.isfinite(lo) else -PLOT_LIMIT
+    hi = min(max(hi, -PLOT_LIMIT), PLOT_LIMIT) if math.isfinite(hi) else PLOT_LIMIT
+    lo, hi = min(lo, hi), max(lo, hi)
+    if hi - lo <= max(abs(lo), abs(hi)) * 1e-9 or hi - lo < 1e-12:
+        mid = (lo + hi) / 2
+        half = abs(mid) * 0.05 if abs(mid) >= 1e-12 else 1.0
+        lo, hi = mid - half, mid + half
+    return lo, hi, clamped

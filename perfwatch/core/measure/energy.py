@@ -29,8 +29,10 @@ from typing import Any
 
 import msgspec
 
+from perfwatch.core.ingest.sanitize import finite
 from perfwatch.core.ingest.tail import FileTail
 from perfwatch.core.model.view import RunView
+from perfwatch.core.telemetry.jsonl import field
 
 COUNTER = "energy counter"
 POWER = "power integrated over time (no energy counter)"
@@ -160,7 +162,8 @@ def _interp(ts: Sequence[float], vs: Sequence[float], t: float) -> float:
 
 
 def _number(x: object) -> float | None:
-    return float(x) if isinstance(x, int | float) and not isinstance(x, bool) else None
+    """A reading from telemetry.jsonl: a number within the core's bounds (Infinity, 1e308 W: None)."""
+    return finite(x)
 
 
 def _add_record(out: _Series, rec: Mapping[str, Any]) -> bool:
@@ -176,7 +179,7 @@ def _add_record(out: _Series, rec: Mapping[str, Any]) -> bool:
         gpu = out.get(key)
         if gpu is None:
             gpu = out[key] = _Gpu()
-        gpu.add(t, _number(g.get("energy_mj")), _number(g.get("power_w")))
+        gpu.add(t, finite(g.get("energy_mj"), 0.0), field(g, "power_w"))  # in range, else unknown
         added = True
     return added
 

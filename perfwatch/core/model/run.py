@@ -24,6 +24,7 @@ import msgspec
 
 from perfwatch.core import keys
 from perfwatch.core.ingest.mllog import Bytes, Event, LineParser
+from perfwatch.core.ingest.sanitize import NUMBER_LIMIT, finite
 from perfwatch.core.mlperf.live_checks import Finding, LiveChecker
 from perfwatch.core.mlperf.rulesets import StandsFor, choose, mlperf_benchmarks
 from perfwatch.core.mlperf.targets import Target, official_target
@@ -44,22 +45,11 @@ _SKIP_PARAMS = frozenset(
 
 
 def _num(value: Any) -> float | None:
-    """A finite number as float; None for anything else (bools included). Called for most records."""
-    t = type(value)
-    if t is float:
-        return value if _isfinite(value) else None
-    if value is None or t is bool:
-        return None
-    if t is int or isinstance(value, int | float):
-        try:
-            f = float(value)
-        except OverflowError:  # an integer too large for a float
-            return None
-        return f if _isfinite(f) else None
-    return None
-
-
-_isfinite = math.isfinite
+    """A number within +-NUMBER_LIMIT as float (core/ingest/sanitize.py `finite`); None for anything else:
+    NaN, infinities, 1.7e308, bools. Called for most records: a float takes the inline fast path."""
+    if type(value) is float:
+        return value if -NUMBER_LIMIT <= value <= NUMBER_LIMIT else None  # NaN fails both comparisons
+    return finite(value)
 
 
 class Run(msgspec.Struct):
@@ -309,16 +299,18 @@ class Run(msgspec.Struct):
         self.key_counts["tracked_stats"] = self.key_counts.get("tracked_stats", 0) + len(events)
         try:  # fast path: every record carries a numeric throughput
             ys = [ev.value["throughput"] for ev in events]
-            math.fsum(ys)  # raises TypeError unless every value is a number
+            total = math.fsum(ys)  # raises TypeError unless every value is a number
+            if not (math.isfinite(total) and min(ys) >= -NUMBER_LIMIT and max(ys) <= NUMBER_LIMIT):
+                raise ValueError("a value out of range")  # NaN, inf, 1e308: the slow path leaves them out
             xs: Sequence[float] = _Times(events)
-        except (TypeError, KeyError):
+        except (TypeError, KeyError, ValueError, OverflowError):
             kept_x: list[float] = []
             ys = []
             for ev in events:
                 value = ev.value
                 if type(value) is dict:
-                    tp = value.get("throughput")
-                    if type(tp) is float or type(tp) is int:
+                    tp = _num(value.get("throughput"))
+                    if tp is not None:
                         kept_x.append(ev.time_ms)
                         ys.append(tp)
             xs = kept_x

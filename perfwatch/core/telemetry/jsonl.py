@@ -25,6 +25,7 @@ from typing import Any
 
 import msgspec
 
+from perfwatch.core.ingest.sanitize import finite
 from perfwatch.core.layout import TELEMETRY_FILE
 from perfwatch.core.telemetry.types import GpuSample, ProcTree, RunResources, Snapshot
 
@@ -150,6 +151,19 @@ def _mean(xs: list[float]) -> float | None:
     return math.fsum(xs) / len(xs) if xs else None
 
 
+# what a telemetry field can physically be; a value read from disk outside it (Infinity, 1e308 watts, a
+# negative percentage) is unknown, so no sum or mean can overflow or mislead
+BOUNDS: dict[str, tuple[float, float]] = {
+    "util_sm": (0.0, 100.0), "power_w": (0.0, 1e5), "cpu_percent": (0.0, 1e7), "mem_used": (0.0, 1e15),
+    "run_mem": (0.0, 1e15), "rss": (0.0, 1e15), "other_procs": (0.0, 1e6),
+}
+
+
+def field(rec: Mapping[str, Any], key: str) -> float | None:
+    """`rec[key]` when it is a number within the field's BOUNDS, else None."""
+    return finite(rec.get(key), *BOUNDS[key])
+
+
 def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummary:
     times: list[float] = []
     utils: list[float] = []
@@ -167,13 +181,13 @@ def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummar
     n = 0
     for rec in records:
         n += 1
-        t = rec.get("time")
-        if isinstance(t, int | float):
-            times.append(float(t))
-        if isinstance(rec.get("cpu_percent"), int | float):
-            cpus.append(float(rec["cpu_percent"]))
-        if isinstance(rec.get("rss"), int):
-            rsss.append(rec["rss"])
+        t = finite(rec.get("time"))
+        if t is not None:
+            times.append(t)
+        if (cpu := field(rec, "cpu_percent")) is not None:
+            cpus.append(cpu)
+        if isinstance(rec.get("rss"), int) and (rss := field(rec, "rss")) is not None:
+            rsss.append(int(rss))
         if isinstance(rec.get("gpu_unavailable"), str):
             reason = rec["gpu_unavailable"]
         tick_power = []
@@ -185,18 +199,18 @@ def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummar
             gpu_ids.add(g.get("uuid") or g.get("index"))
             if isinstance(g.get("index"), int):
                 indices.add(g["index"])
-            if isinstance(g.get("run_mem"), int):
-                tick_mem.append(g["run_mem"])
-            if isinstance(g.get("other_procs"), int):
-                shared = max(shared, g["other_procs"])
+            if isinstance(g.get("run_mem"), int) and (run_mem := field(g, "run_mem")) is not None:
+                tick_mem.append(int(run_mem))
+            if isinstance(g.get("other_procs"), int) and (others := field(g, "other_procs")) is not None:
+                shared = max(shared, int(others))
             if isinstance(g.get("throttle"), list):
                 tick_reasons.update(str(r) for r in g["throttle"])
-            if isinstance(g.get("util_sm"), int | float):
-                utils.append(float(g["util_sm"]))
-            if isinstance(g.get("mem_used"), int):
-                mems.append(g["mem_used"])
-            if isinstance(g.get("power_w"), int | float):
-                tick_power.append(float(g["power_w"]))
+            if (util := field(g, "util_sm")) is not None:
+                utils.append(util)
+            if isinstance(g.get("mem_used"), int) and (mem := field(g, "mem_used")) is not None:
+                mems.append(int(mem))
+            if (power := field(g, "power_w")) is not None:
+                tick_power.append(power)
         if tick_power:
             powers.append(math.fsum(tick_power))
         if tick_mem:

@@ -30,6 +30,7 @@ from textual.filter import LineFilter
 from textual.strip import Strip
 from textual.widget import Widget
 
+from perfwatch.core.ingest.sanitize import PLOT_LIMIT, plot_range
 from perfwatch.ui.widgets.truecolor import line_filters, truecolor_only
 
 _DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))  # [row][col] bits of a braille cell
@@ -82,8 +83,8 @@ def raster(
     if width < 1 or height < 1:
         return bits, owner
     px_w, px_h = width * 2, height * 4
-    sx = (px_w - 1) / ((x1 - x0) or 1.0)
-    sy = (px_h - 1) / ((hi - lo) or 1.0)
+    sx = (px_w - 1) / (x1 - x0 if x1 - x0 > 1e-9 else 1.0)
+    sy = (px_h - 1) / (hi - lo if hi - lo > 1e-12 else 1.0)
 
     def dot(px: int, py: int, k: int) -> None:
         if 0 <= px < px_w and 0 <= py < px_h:
@@ -104,7 +105,7 @@ def raster(
         for x, y in points:
             if not (math.isfinite(x) and math.isfinite(y)):
                 continue
-            px = int(round((x - x0) * sx))
+            px = int(round(min(max((x - x0) * sx, -1.0), float(px_w))))  # off-plot points: drawn to the edge
             py = (px_h - 1) - int(round((min(max(y, lo), hi) - lo) * sy))
             if prev is None:
                 dot(px, py, k)
@@ -279,8 +280,9 @@ class Plot(Widget):
             lo, hi = min(ys), max(ys)
             if self.zero_based:
                 lo, hi = min(lo, 0.0), max(hi, 0.0)
-            if hi == lo:
-                lo, hi = (lo - 1.0, hi + 1.0) if lo == 0 else (lo - abs(lo) * 0.05, hi + abs(hi) * 0.05)
+            lo, hi, clamped = plot_range(lo, hi)  # finite, non-empty: 1e308 or 5e-324 from a log cannot crash it
+            if clamped:
+                title.append((f"  clamped to ±{PLOT_LIMIT:g}", st["plot--target"]))
             x0 = self._start if self._start is not None else min(x for x, _ in points)
             x1 = max(x for x, _ in points)
             plot_w = max(width - LABEL_W, 1)
