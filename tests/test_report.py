@@ -165,6 +165,6 @@ def test_a_run_without_telemetry_gets_what_the_telemetry_reader_would_give(mlper
     book = runbook.load(mlperf_logs / "v2.1/MosaicML/results/8xA100_80GB-baseline/bert")
     assert len(book.runs) == 10
     for view in book.views():
-        assert columns._telemetry_columns(view, []) == columns.NO_TELEMETRY
+        assert columns.TelemetryColumns().columns(view) == columns.NO_TELEMETRY
         row = columns.report_extra(view)
         assert {k: row[k] for k in columns.NO_TELEMETRY} == columns.NO_TELEMETRY

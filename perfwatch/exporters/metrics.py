@@ -32,6 +32,7 @@ from prometheus_client.core import (
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from perfwatch.core.layout import TELEMETRY_FILE
+from perfwatch.core.measure.columns import LiveTelemetry
 from perfwatch.core.model.status import State
 from perfwatch.core.results.summary import metrics_columns, run_row
 from perfwatch.exporters.source import LiveRun, LiveSnapshot, Source
@@ -93,10 +94,12 @@ def clean(value: Any, divisor: float = 1) -> float | None:
 
 
 class RowCache:
-    """Report rows per run, rebuilt only when the run's view or telemetry.jsonl changed."""
+    """Report rows per run, rebuilt only when the run's view or its telemetry changed. Each run's
+    telemetry.jsonl is followed incrementally (a scrape parses only the samples appended since the last)."""
 
     def __init__(self) -> None:
         self._rows: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        self._telemetry: dict[str, LiveTelemetry] = {}
 
     def rows(self, snap: LiveSnapshot) -> dict[str, dict[str, Any]]:
         extra: Callable[[Any], dict[str, Any]] | None = None
@@ -105,23 +108,30 @@ class RowCache:
             view = live.view
             if view is None:
                 continue
-            key = (view.version, _stat(Path(view.path).parent / TELEMETRY_FILE) if view.path else None)
+            tele = self._follow(view.run_id, view.path)
+            key = (view.version, tele.version if tele is not None else None)
             cached = self._rows.get(view.run_id)
             if cached is None or cached[0] != key:
-                if extra is None:
-                    extra = metrics_columns(logdir=snap.root)  # CPU peak: the stored one, never measured here
+                if extra is None:  # CPU peak: the stored one, never measured here
+                    extra = metrics_columns(logdir=snap.root, telemetry_of=self._columns)
                 cached = (key, run_row(view, snap.root, extra))
                 self._rows[view.run_id] = cached
             out[view.run_id] = cached[1]
         return out
 
+    def _follow(self, run_id: str, log_path: str | None) -> LiveTelemetry | None:
+        tele = self._telemetry.get(run_id)
+        if tele is None:
+            path = Path(log_path).parent / TELEMETRY_FILE if log_path else None
+            if path is None or not path.exists():
+                return None
+            tele = self._telemetry[run_id] = LiveTelemetry(str(path))
+        tele.poll()
+        return tele
 
-def _stat(path: Path) -> tuple[int, int] | None:
-    try:
-        st = path.stat()
-    except OSError:
-        return None
-    return st.st_size, st.st_mtime_ns
+    def _columns(self, view: Any) -> Any:
+        tele = self._telemetry.get(view.run_id)
+        return tele.columns if tele is not None else None
 
 
 class PerfwatchCollector(Collector):

@@ -100,14 +100,11 @@ PLOT_LIMIT = 1e15  # a plot axis spans at most +-this; values beyond are drawn a
 
 def finite(value: object, low: float = -NUMBER_LIMIT, high: float = NUMBER_LIMIT) -> float | None:
     """`value` as a float if it is a real number within [low, high] (booleans are not numbers), else None.
-    The default bounds keep any sum of a few billion such values finite."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    The default bounds keep any sum of a few billion such values finite. NaN fails both comparisons; an
+    int is compared exactly before it is converted (a 400-digit int never reaches float())."""
+    if type(value) is bool or not isinstance(value, (int, float)):
         return None
-    try:
-        x = float(value)
-    except OverflowError:  # an int beyond float range
-        return None
-    return x if math.isfinite(x) and low <= x <= high else None
+    return float(value) if low <= value <= high else None
 
 
 def plot_range(lo: float, hi: float) -> tuple[float, float, bool]:

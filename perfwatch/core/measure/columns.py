@@ -64,18 +64,18 @@ def report_extra(
     cpu: CpuPeakPolicy = "cached",
     window: int = DEFAULT_WINDOW,
     discard: int = DEFAULT_DISCARD,
+    telemetry: TelemetryColumns | None = None,
 ) -> dict[str, Any]:
     """Columns for `report.run_row(..., extra=...)`: throughput, MFU and the run's telemetry summary.
 
-    Telemetry comes from telemetry.jsonl beside the run's log (a perfwatch LOGDIR run folder);
+    Telemetry comes from `telemetry` (a follower's, the metrics endpoint) or else from telemetry.jsonl
+    beside the run's log (a perfwatch LOGDIR run folder), read in one streaming pass;
     without `peak`, THE peak resolver (measure/mfu.py) decides which peak applies and says so.
     """
-    telemetry = os.path.join(os.path.dirname(view.path), TELEMETRY_FILE) if view.path else None
-    records: list[dict[str, Any]] = []
-    if telemetry is not None and os.path.exists(telemetry):
-        from perfwatch.core.telemetry.jsonl import read_telemetry  # a results tree has none: not imported
-
-        records = read_telemetry(telemetry)
+    if telemetry is None:
+        path = os.path.join(os.path.dirname(view.path), TELEMETRY_FILE) if view.path else None
+        telemetry = TelemetryColumns.read(path) if path is not None and os.path.exists(path) else None
+    records = telemetry.head if telemetry is not None else []
     if peak is not None:  # a peak chosen by the caller (tests, benchmarks)
         s = throughput_summary(view, window, discard=discard, peak=peak, devices=devices,
                                flops_per_sample=flops_per_sample)
@@ -101,16 +101,87 @@ def report_extra(
         "peak_device": m.peak.device if m and m.peak else None,
         "peak_used": m.peak_says if m else None,
         "flops_source": m.flops_source if m else None,
-        **(_telemetry_columns(view, records) if records else dict(NO_TELEMETRY, gpus=[])),
+        **(telemetry.columns(view) if telemetry is not None and telemetry.samples else dict(NO_TELEMETRY, gpus=[])),
     }
 
 
-def _telemetry_columns(view: RunView, records: list[dict[str, Any]]) -> dict[str, Any]:
-    """The telemetry summary and energy columns of a run with telemetry.jsonl records."""
-    from perfwatch.core.measure.energy import energy_columns
-    from perfwatch.core.telemetry.jsonl import summarize_telemetry
+class TelemetryColumns:
+    """What a run's telemetry.jsonl adds to its row, gathered one record at a time in constant memory per
+    sample (`add`): the summary (telemetry/jsonl.py), each GPU's energy readings (measure/energy.py) and
+    the first records that name the GPU (for the MFU peak). `read` is `report`'s streaming pass;
+    `LiveTelemetry` feeds one only what was appended (the metrics endpoint)."""
 
-    return {**_summary_columns(summarize_telemetry(records)), **energy_columns(view, records)}
+    def __init__(self) -> None:
+        from perfwatch.core.measure.energy import Readings
+        from perfwatch.core.telemetry.jsonl import TelemetryAccumulator
+
+        self.summary = TelemetryAccumulator()
+        self.readings: Readings = {}
+        # the records the MFU peak resolver reads (measure/mfu.py stops at the first that names a GPU or says
+        # there is none): the first record, the first saying "no GPU", the first naming one
+        self.head: list[dict[str, Any]] = []
+        self._named = self._unavailable = False
+
+    @classmethod
+    def read(cls, path: str) -> TelemetryColumns:
+        from perfwatch.core.telemetry.jsonl import iter_telemetry
+
+        out = cls()
+        for rec in iter_telemetry(path):
+            out.add(rec)
+        return out
+
+    @property
+    def samples(self) -> int:
+        return self.summary.n
+
+    def add(self, rec: dict[str, Any]) -> None:
+        from perfwatch.core.measure.energy import add_readings
+
+        self.summary.add(rec)
+        add_readings(self.readings, rec)
+        if self._named:
+            return
+        gpus = rec.get("gpus")
+        named = isinstance(gpus, list) and any(isinstance(g, dict) and g.get("name") for g in gpus)
+        unavailable = bool(rec.get("gpu_unavailable")) and not self._unavailable
+        if named or unavailable or not self.head:
+            self.head.append(rec)
+        self._named, self._unavailable = named, self._unavailable or unavailable
+
+    def columns(self, view: RunView) -> dict[str, Any]:
+        """The telemetry summary and energy columns of the run."""
+        from perfwatch.core.measure.energy import readings_energy_columns
+
+        return {**_summary_columns(self.summary.summary()), **readings_energy_columns(view, self.readings)}
+
+
+class LiveTelemetry:
+    """A growing telemetry.jsonl followed incrementally: `poll()` parses only the lines appended since the
+    last poll into `columns` (a replaced or truncated file starts over), so a scrape of a 55-hour 8-GPU
+    run reads seconds of new samples, not the whole file. One thread only."""
+
+    def __init__(self, path: str) -> None:
+        from perfwatch.core.telemetry.follow import RecordFollower
+
+        self.columns = TelemetryColumns()
+        self.version = 0  # increments when the columns changed
+        self._follower = RecordFollower(path)
+
+    def poll(self) -> bool:
+        changed = False
+        for reset, records in self._follower.poll():
+            if reset:
+                self.columns = TelemetryColumns()
+            for rec in records:
+                self.columns.add(rec)
+            changed = True
+        if changed:
+            self.version += 1
+        return changed
+
+    def close(self) -> None:
+        self._follower.close()
 
 
 def _summary_columns(t: TelemetrySummary) -> dict[str, Any]:

@@ -46,6 +46,7 @@ def how(method: str) -> str:
 
 
 _Series = dict[Any, "_Gpu"]
+Readings = _Series  # per GPU (uuid, else index) its readings: `add_readings` fills it
 
 
 class Energy(msgspec.Struct, frozen=True):
@@ -166,7 +167,7 @@ def _number(x: object) -> float | None:
     return finite(x)
 
 
-def _add_record(out: _Series, rec: Mapping[str, Any]) -> bool:
+def add_readings(out: _Series, rec: Mapping[str, Any]) -> bool:
     """Add one telemetry record's GPU readings to `out`; False when it has none (or no time)."""
     t = _number(rec.get("time"))
     if t is None:
@@ -188,7 +189,7 @@ def _gpu_series(records: Iterable[Mapping[str, Any]]) -> _Series:
     """Per GPU (uuid, else index): its readings, in time order."""
     out: _Series = {}
     for rec in records:
-        _add_record(out, rec)
+        add_readings(out, rec)
     return out
 
 
@@ -249,7 +250,12 @@ def run_energy(view: RunView, records: Iterable[Mapping[str, Any]]) -> RunEnergy
 
 def energy_columns(view: RunView, records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     """`report` columns: energy-to-train (kJ), samples per joule, whole-run GPU energy, and how measured."""
-    e = run_energy(view, records)
+    return readings_energy_columns(view, _gpu_series(records))
+
+
+def readings_energy_columns(view: RunView, series: Readings) -> dict[str, Any]:
+    """`energy_columns` from readings gathered with `add_readings` (a streaming pass, or a follower)."""
+    e = _run_energy(view, series)
     ett, whole = e.to_train, e.whole
     return {
         "energy_to_train_kj": ett.energy.kj if ett else None,
@@ -289,7 +295,7 @@ class EnergyFollower:
                     obj = json.loads(raw)
                 except ValueError:
                     continue
-                if isinstance(obj, dict) and _add_record(self._series, obj):
+                if isinstance(obj, dict) and add_readings(self._series, obj):
                     changed = True
         self._tail.release()
         if changed:

@@ -297,14 +297,16 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
     return Report(rows, benches, count(statuses))
 
 
-def metrics_columns(*, measure_cpu_peak: bool = True,
-                    logdir: Path | str | None = None) -> Callable[[RunView], dict[str, Any]]:
+def metrics_columns(*, measure_cpu_peak: bool = True, logdir: Path | str | None = None,
+                    telemetry_of: Callable[[RunView], Any] | None = None) -> Callable[[RunView], dict[str, Any]]:
     """Throughput-now, MFU and telemetry columns (measure/columns.py), MFU against THE peak resolver's peak.
 
     CPU runs use the host peak stored by `perfwatch peak --measure` (measure/host_peak.py). Nothing
     here measures or imports torch: `measure_cpu_peak=False` (report --no-cpu-peak) leaves the stored
     peak out too.
     `logdir`: a campaign's LOGDIR, whose perfwatch.json may set flops_per_sample / peak_flops per run.
+    `telemetry_of`: a run's telemetry already gathered (`columns.LiveTelemetry`, the metrics endpoint),
+    else telemetry.jsonl is read in one streaming pass.
     """
     from perfwatch.core.measure import columns, mfu
 
@@ -312,7 +314,8 @@ def metrics_columns(*, measure_cpu_peak: bool = True,
     overrides = mfu.overrides_from_registry(logdir) if logdir is not None else {}
 
     def extra(view: RunView) -> dict[str, Any]:
-        return columns.report_extra(view, cpu=cpu, overrides=overrides.get(view.run_id))
+        return columns.report_extra(view, cpu=cpu, overrides=overrides.get(view.run_id),
+                                    telemetry=telemetry_of(view) if telemetry_of is not None else None)
 
     return extra
 

@@ -1,9 +1,12 @@
-"""Follow one run's `telemetry.jsonl` as it grows: the last `keep` records, parsed as they arrive.
+"""Follow one run's `telemetry.jsonl` as it grows, reading only what was appended.
 
-The campaign owner appends one JSON record a second per run (see `jsonl.py`). A live view
-shows the selected run's recent history, so this reader keeps only the newest records and
-parses only what it keeps. Reading goes through the one file tailer (`ingest.tail.FileTail`),
-so a truncated or replaced file starts over and a line cut short by a crash is skipped.
+The campaign owner appends one JSON record a second per run (see `jsonl.py`). `RecordFollower`
+hands over the records appended since its last poll (the metrics endpoint summarises a run's
+telemetry with it, measure/columns.py `LiveTelemetry`, instead of re-reading the whole file per
+scrape). A live view shows the selected run's recent history, so `TelemetryFollower` keeps only the
+newest records and parses only what it keeps. Reading goes through the one file tailer
+(`ingest.tail.FileTail`), so a truncated or replaced file starts over and a line cut short by a
+crash is skipped.
 """
 
 from __future__ import annotations
@@ -17,6 +20,33 @@ from typing import Any
 from perfwatch.core.ingest.tail import FileTail
 
 KEEP = 600  # records kept (10 minutes at 1 Hz); a sparkline shows the last ones that fit
+
+
+class RecordFollower:
+    """Every record appended to one telemetry.jsonl since the last `poll()`, parsed; one thread only.
+    The descriptor is released between polls (following every run of a campaign holds no file open)."""
+
+    def __init__(self, path: str | Path) -> None:
+        self._tail = FileTail(path)
+
+    def poll(self) -> list[tuple[bool, list[dict[str, Any]]]]:
+        """(reset, records) per batch read: `reset` when the file was replaced or truncated (start over)."""
+        out = []
+        while (batch := self._tail.read()) is not None:
+            records = []
+            for raw in batch.lines:
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue  # a line cut short by a crash: skipped, never fatal
+                if isinstance(obj, dict):
+                    records.append(obj)
+            out.append((batch.reset, records))
+        self._tail.release()
+        return out
+
+    def close(self) -> None:
+        self._tail.close()
 
 
 class TelemetryFollower:

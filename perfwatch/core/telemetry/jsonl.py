@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -103,27 +103,36 @@ def append_record(folder: Path, record: Mapping[str, Any]) -> None:
         os.close(fd)
 
 
-def read_telemetry(path: str | Path) -> list[dict[str, Any]]:
-    """All records of a telemetry.jsonl (file or run folder); truncated or garbled lines are skipped."""
+def iter_telemetry(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The records of a telemetry.jsonl (file or run folder) one at a time, in a streaming pass: read in
+    bounded batches through the file tailer (a line longer than the tailer's limit is cut, so it does
+    not parse), never the whole file at once; truncated or garbled lines are skipped."""
+    import json  # lazy: a results tree has no telemetry, and `report` need not load json (~2 ms)
+
+    from perfwatch.core.ingest.tail import FileTail
+
     p = Path(path)
     if p.is_dir():
         p = p / TELEMETRY_FILE
+    tail = FileTail(p)
     try:
-        data = p.read_bytes()
-    except OSError:
-        return []
-    import json  # lazy: a results tree has no telemetry, and `report` need not load json (~2 ms)
-    out: list[dict[str, Any]] = []
-    for raw in data.split(b"\n"):
-        if not raw.strip():
-            continue
-        try:
-            obj = json.loads(raw)
-        except ValueError:
-            continue
-        if isinstance(obj, dict):
-            out.append(obj)
-    return out
+        while (batch := tail.read()) is not None:
+            for raw in batch.lines:
+                if not raw.strip():
+                    continue
+                try:
+                    obj = json.loads(raw)
+                except ValueError:
+                    continue
+                if isinstance(obj, dict):
+                    yield obj
+    finally:
+        tail.close()
+
+
+def read_telemetry(path: str | Path) -> list[dict[str, Any]]:
+    """All records of a telemetry.jsonl (file or run folder); truncated or garbled lines are skipped."""
+    return list(iter_telemetry(path))
 
 
 class TelemetrySummary(msgspec.Struct, frozen=True):
@@ -147,8 +156,36 @@ class TelemetrySummary(msgspec.Struct, frozen=True):
     gpu_indices: tuple[int, ...] = ()
 
 
-def _mean(xs: list[float]) -> float | None:
-    return math.fsum(xs) / len(xs) if xs else None
+class _Stat:
+    """Count, exact sum and maximum of a stream of floats. The sum keeps Shewchuk's partials (math.fsum's
+    algorithm), so `mean` is exactly `fsum(all values) / count` without holding the values."""
+
+    __slots__ = ("n", "partials", "max")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.partials: list[float] = []
+        self.max: float | None = None
+
+    def add(self, x: float) -> None:
+        self.n += 1
+        self.max = x if self.max is None or x > self.max else self.max
+        i = 0
+        partials = self.partials
+        for y in partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                partials[i] = lo
+                i += 1
+            x = hi
+        partials[i:] = [x]
+
+    @property
+    def mean(self) -> float | None:
+        return math.fsum(self.partials) / self.n if self.n else None
 
 
 # what a telemetry field can physically be; a value read from disk outside it (Infinity, 1e308 watts, a
@@ -161,77 +198,95 @@ BOUNDS: dict[str, tuple[float, float]] = {
 
 def field(rec: Mapping[str, Any], key: str) -> float | None:
     """`rec[key]` when it is a number within the field's BOUNDS, else None."""
-    return finite(rec.get(key), *BOUNDS[key])
+    low, high = BOUNDS[key]
+    return finite(rec.get(key), low, high)
 
 
-def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummary:
-    times: list[float] = []
-    utils: list[float] = []
-    mems: list[int] = []
-    powers: list[float] = []
-    cpus: list[float] = []
-    rsss: list[int] = []
-    gpu_ids: set[Any] = set()
-    indices: set[int] = set()
-    run_mems: list[int] = []
-    shared = 0
-    throttled: dict[str, int] = {}
-    gpu_ticks = 0
-    reason = None
-    n = 0
-    for rec in records:
-        n += 1
+class TelemetryAccumulator:
+    """A run's telemetry summary built one record at a time (`add`), in constant memory: `report` streams
+    the file through it, the metrics endpoint feeds it only what was appended since its last scrape."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.t_n = 0
+        self.t_min: float | None = None
+        self.t_max: float | None = None
+        self.utils, self.powers, self.cpus = _Stat(), _Stat(), _Stat()
+        self.mem_max: int | None = None
+        self.rss_max: int | None = None
+        self.run_mem_max: int | None = None
+        self.gpu_ids: set[Any] = set()
+        self.indices: set[int] = set()
+        self.shared = 0
+        self.throttled: dict[str, int] = {}
+        self.gpu_ticks = 0
+        self.reason: str | None = None
+
+    def add(self, rec: Mapping[str, Any]) -> None:
+        self.n += 1
         t = finite(rec.get("time"))
         if t is not None:
-            times.append(t)
+            self.t_n += 1
+            self.t_min = t if self.t_min is None else min(self.t_min, t)
+            self.t_max = t if self.t_max is None else max(self.t_max, t)
         if (cpu := field(rec, "cpu_percent")) is not None:
-            cpus.append(cpu)
+            self.cpus.add(cpu)
         if isinstance(rec.get("rss"), int) and (rss := field(rec, "rss")) is not None:
-            rsss.append(int(rss))
+            self.rss_max = max(self.rss_max or 0, int(rss))
         if isinstance(rec.get("gpu_unavailable"), str):
-            reason = rec["gpu_unavailable"]
-        tick_power = []
+            self.reason = rec["gpu_unavailable"]
+        tick_power: list[float] = []
         tick_mem: list[int] = []
         tick_reasons: set[str] = set()
         gpus = [g for g in rec.get("gpus") or () if isinstance(g, dict)]
-        gpu_ticks += bool(gpus)
+        self.gpu_ticks += bool(gpus)
         for g in gpus:
-            gpu_ids.add(g.get("uuid") or g.get("index"))
+            self.gpu_ids.add(g.get("uuid") or g.get("index"))
             if isinstance(g.get("index"), int):
-                indices.add(g["index"])
+                self.indices.add(g["index"])
             if isinstance(g.get("run_mem"), int) and (run_mem := field(g, "run_mem")) is not None:
                 tick_mem.append(int(run_mem))
             if isinstance(g.get("other_procs"), int) and (others := field(g, "other_procs")) is not None:
-                shared = max(shared, int(others))
+                self.shared = max(self.shared, int(others))
             if isinstance(g.get("throttle"), list):
                 tick_reasons.update(str(r) for r in g["throttle"])
             if (util := field(g, "util_sm")) is not None:
-                utils.append(util)
+                self.utils.add(util)
             if isinstance(g.get("mem_used"), int) and (mem := field(g, "mem_used")) is not None:
-                mems.append(int(mem))
+                self.mem_max = max(self.mem_max or 0, int(mem))
             if (power := field(g, "power_w")) is not None:
                 tick_power.append(power)
         if tick_power:
-            powers.append(math.fsum(tick_power))
+            self.powers.add(math.fsum(tick_power))
         if tick_mem:
-            run_mems.append(sum(tick_mem))
+            self.run_mem_max = max(self.run_mem_max or 0, sum(tick_mem))
         for r in tick_reasons:
-            throttled[r] = throttled.get(r, 0) + 1
-    return TelemetrySummary(
-        samples=n,
-        duration_s=(max(times) - min(times)) if len(times) > 1 else None,
-        gpus=len(gpu_ids),
-        gpu_util_mean=_mean(utils),
-        gpu_util_max=max(utils) if utils else None,
-        gpu_mem_max=max(mems) if mems else None,
-        power_mean_w=_mean(powers),
-        power_max_w=max(powers) if powers else None,
-        cpu_mean=_mean(cpus),
-        cpu_max=max(cpus) if cpus else None,
-        rss_max=max(rsss) if rsss else None,
-        gpu_unavailable=reason if not gpu_ids else None,
-        run_mem_max=max(run_mems) if run_mems else None,
-        shared_max=shared,
-        throttle={r: k / gpu_ticks for r, k in sorted(throttled.items())} if gpu_ticks else None,
-        gpu_indices=tuple(sorted(indices)),
-    )
+            self.throttled[r] = self.throttled.get(r, 0) + 1
+
+    def summary(self) -> TelemetrySummary:
+        return TelemetrySummary(
+            samples=self.n,
+            duration_s=(self.t_max - self.t_min) if self.t_n > 1 and self.t_max is not None
+            and self.t_min is not None else None,
+            gpus=len(self.gpu_ids),
+            gpu_util_mean=self.utils.mean,
+            gpu_util_max=self.utils.max,
+            gpu_mem_max=self.mem_max,
+            power_mean_w=self.powers.mean,
+            power_max_w=self.powers.max,
+            cpu_mean=self.cpus.mean,
+            cpu_max=self.cpus.max,
+            rss_max=self.rss_max,
+            gpu_unavailable=self.reason if not self.gpu_ids else None,
+            run_mem_max=self.run_mem_max,
+            shared_max=self.shared,
+            throttle={r: k / self.gpu_ticks for r, k in sorted(self.throttled.items())} if self.gpu_ticks else None,
+            gpu_indices=tuple(sorted(self.indices)),
+        )
+
+
+def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummary:
+    acc = TelemetryAccumulator()
+    for rec in records:
+        acc.add(rec)
+    return acc.summary()
