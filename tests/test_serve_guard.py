@@ -156,3 +156,16 @@ def test_guard_rules() -> None:
     # listening everywhere: this machine's names are allowed, a rebinding name is not
     wide = allowed_hosts("0.0.0.0", None, ["proxy.internal"])
     assert "proxy.internal" in wide and "evil.example" not in wide and "localhost" in wide
+
+
+async def test_serve_a_folder_whose_name_is_not_utf8(small_logdir: Path) -> None:
+    """A LOGDIR named with byte 0xff: the page is served (its title shows the byte escaped), no HTTP 500."""
+    odd = Path(os.fsdecode(os.fsencode(small_logdir.parent) + b"/logs\xff"))
+    small_logdir.rename(odd)
+    proc, port, url = start_serve(odd, "--no-token")
+    try:
+        status, text, _ = await http_status(f"http://127.0.0.1:{port}/")
+        assert status == 200 and "logs\\xff" in text
+        assert await ws_status(f"ws://127.0.0.1:{port}/ws", origin=f"http://127.0.0.1:{port}") == 101
+    finally:
+        stop(proc)

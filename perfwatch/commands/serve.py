@@ -50,6 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from perfwatch.exporters import web
+    from perfwatch.text.escape import one_line, printable
 
     target: Path = args.target
     if not target.exists():
@@ -86,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
                       max_sessions=args.max_sessions, public_netloc=urlsplit(public_url).netloc)
     url = public_url + "/" + (f"?{web.TOKEN_PARAM}={token}" if token else "")
     mode = "read-only" if args.no_control else "with run control"
-    print(f"perfwatch serve: {logdir} on {url} ({mode}; Ctrl-C stops serving; runs keep running)",
+    print(f"perfwatch serve: {printable(str(logdir))} on {url} ({mode}; Ctrl-C stops serving; runs keep running)",
           file=sys.stderr, flush=True)
-    web.serve(argv, host=args.host, port=args.port, title=f"perfwatch — {logdir.name}", guard=guard,
+    web.serve(argv, host=args.host, port=args.port, title=f"perfwatch — {one_line(logdir.name)}", guard=guard,
               public_url=public_url)
     return 0
 
