@@ -64,6 +64,13 @@ def took_effect(action: str, before: RunRecord, now: RunRecord) -> bool:
     return state is not RunState.QUEUED  # start
 
 
+def stopping(action: str, state: object) -> bool:
+    """A stop asked of a run that is already stopping: nothing to send, wait for the end."""
+    from perfwatch.core.control.states import RunState
+
+    return action == "stop" and RunState.of(state) is RunState.STOPPING
+
+
 def refusal(backend: str, action: str, state: object) -> str | None:
     from perfwatch.core.control.backends import why_not
     from perfwatch.core.control.states import RunState
@@ -92,7 +99,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     action = ACTIONS[args.action]
     backend = str((data.backend or {}).get("backend") or "local")
-    why = refusal(backend, action, before.state)
+    # a stop of a run already stopping (another `control`, the TUI) joins it: it answers when the run ends
+    joining = stopping(action, before.state)
+    why = None if joining else refusal(backend, action, before.state)
     if why:
         print(f"perfwatch control: {args.run_id}: {why}", file=sys.stderr)
         return 2
@@ -100,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
     deadline = time.monotonic() + args.timeout
     try:
         while True:
-            if owner is None and sent is None:  # act as the owner, or ask the owner
+            if joining:
+                if owner is None and not registry.owner_alive(logdir):
+                    owner = _take_over(logdir)  # the stop goes on: its SIGKILL after the grace needs an owner
+            elif owner is None and sent is None:  # act as the owner, or ask the owner
                 owner, sent = _act(logdir, action, args.run_id, max(1.0, deadline - time.monotonic()))
                 if owner is None and sent is None and time.monotonic() < deadline:
                     time.sleep(0.05)
@@ -115,7 +127,8 @@ def run(args: argparse.Namespace) -> int:
             if sent is not None and not registry.owner_alive(logdir) and withdraw_request(sent):
                 # nobody is left to execute it (an owner that closed before reading it): act ourselves
                 sent = None
-                if now is not None and refusal(backend, action, now.state):
+                joining = now is not None and stopping(action, now.state)
+                if now is not None and not joining and refusal(backend, action, now.state):
                     print(f"perfwatch control: {args.run_id}: {refusal(backend, action, now.state)}",
                           file=sys.stderr)
                     return 2
