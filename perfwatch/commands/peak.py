@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 
@@ -60,7 +59,9 @@ def run(args: argparse.Namespace) -> int:
     else:
         entries = host_peak.stored()
     if args.format == "json":
-        print(json.dumps([e.to_json() for e in entries], indent=2))
+        from perfwatch.text.escape import json_text
+
+        print(json_text([e.to_json() for e in entries]))
         return 0
     if not entries:
         print(f"no CPU peak stored on this host ({host_peak.cache_path()}); `perfwatch peak --measure` measures it")
