@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from perfwatch.core import layout
+from perfwatch.core.ingest.sanitize import finite
 
 __all__ = [
     "DEFAULT_STALL_FACTOR", "RankFile", "RankStats", "StallVerdict", "Straggler", "WINDOW_S",
@@ -104,7 +105,7 @@ def read_rank_files(run_folder: Path | str) -> list[RankFile]:
             except ValueError:
                 rf.bad_lines += 1
                 continue
-            if not isinstance(rec, dict) or not _finite(rec.get("t")):
+            if not isinstance(rec, dict) or finite(rec.get("t")) is None:
                 rf.bad_lines += 1
                 continue
             kind = rec.get("kind")
@@ -120,13 +121,9 @@ def read_rank_files(run_folder: Path | str) -> list[RankFile]:
     return sorted(out, key=lambda r: r.rank)
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
 def _num(rec: Mapping[str, Any], key: str) -> float:
-    v: Any = rec.get(key)
-    return float(v) if _finite(v) and v >= 0 else 0.0
+    """A non-negative amount of a record (seconds), 0 when absent or not a number."""
+    return finite(rec.get(key), 0.0) or 0.0
 
 
 def _quantile(sorted_xs: Sequence[float], q: float) -> float:
@@ -183,12 +180,12 @@ def rank_stats(files: Iterable[RankFile], now: float | None = None, window_s: fl
                         default=None)
         end = now if now is not None else last_seen
         recent = [w for w in rf.windows if end is None or float(w["t"]) >= end - window_s] or rf.windows[-1:]
-        durations = sorted(float(d) for w in recent for d in w.get("step_s") or () if _finite(d) and d >= 0)
+        durations = sorted(d for w in recent for x in w.get("step_s") or () if (d := finite(x, 0.0)) is not None)
         span = sum(_num(w, "span_s") for w in recent)
         coll = min(sum(_num(w, "coll_s") for w in recent), span) if span else 0.0
         data = min(sum(_num(w, "data_s") for w in recent), span) if span else 0.0
         last = rf.windows[-1] if rf.windows else None
-        last_d = [float(d) for d in (last.get("step_s") or ()) if _finite(d)] if last else []
+        last_d = [d for x in (last.get("step_s") or ()) if (d := finite(x, 0.0)) is not None] if last else []
         beat = rf.beats[-1] if rf.beats else None
         info = rf.info
         out.append(RankStats(
@@ -209,9 +206,8 @@ def rank_stats(files: Iterable[RankFile], now: float | None = None, window_s: fl
             busy_s=span - coll if span else None,
             span_s=span or None,
             phase=beat.get("phase") if beat and isinstance(beat.get("phase"), str) else None,
-            phase_since=float(beat["since"]) if beat and _finite(beat.get("since")) else None,
-            collective_since=(float(beat["collective_since"]) if beat and _finite(beat.get("collective_since"))
-                              else None),
+            phase_since=finite(beat.get("since")) if beat else None,
+            collective_since=finite(beat.get("collective_since")) if beat else None,
             last_seen=last_seen,
             last_progress=_last_progress(rf),
             ended=rf.ended is not None,
@@ -231,7 +227,7 @@ class Straggler:
 def _gpu_minute(telemetry: Iterable[Mapping[str, Any]], now: float | None, window_s: float
                 ) -> dict[str, dict[str, Any]]:
     """Per GPU (uuid, else "index:N"): share of samples per slowdown reason and median SM clock."""
-    recs = [r for r in telemetry if _finite(r.get("time"))]
+    recs = [r for r in telemetry if finite(r.get("time")) is not None]
     if not recs:
         return {}
     end = now if now is not None else max(float(r["time"]) for r in recs)
@@ -246,14 +242,14 @@ def _gpu_minute(telemetry: Iterable[Mapping[str, Any]], now: float | None, windo
             c = counts.setdefault(key, {"n": 0, "reasons": {}, "clocks": [], "utils": [], "mems": [],
                                         "index": g.get("index")})
             c["n"] += 1
-            if _finite(g.get("util_sm")):
+            if finite(g.get("util_sm")) is not None:
                 c["utils"].append(float(g["util_sm"]))
-            if _finite(g.get("mem_used")):
+            if finite(g.get("mem_used")) is not None:
                 c["mems"].append(float(g["mem_used"]))
             for r in g.get("throttle") or ():
                 if r in SLOWDOWN_REASONS:
                     c["reasons"][r] = c["reasons"].get(r, 0) + 1
-            if _finite(g.get("sm_clock")):
+            if finite(g.get("sm_clock")) is not None:
                 c["clocks"].append(float(g["sm_clock"]))
     return {k: {"index": c["index"], "reasons": {r: n / c["n"] for r, n in c["reasons"].items()},
                 "sm_clock": statistics.median(c["clocks"]) if c["clocks"] else None,
