@@ -225,3 +225,28 @@ def test_control_with_requests_that_is_a_file_is_a_clear_error(tmp_path: Path) -
         assert out.returncode == 2 and "cannot send pause" in out.stderr and "Traceback" not in out.stderr, out.stderr
     finally:
         cleanup(logdir)
+
+
+def test_control_of_a_read_only_logdir_is_a_clear_error(tmp_path: Path) -> None:
+    """LOGDIR on a read-only mount (a bind mount in a private mount namespace: root could write anywhere
+    else): `control` cannot write its request and says so, exit 2, no traceback."""
+    import shutil
+
+    if shutil.which("unshare") is None or subprocess.run(
+            ["unshare", "--mount", "sh", "-c", f"mount --bind {tmp_path} {tmp_path}"], capture_output=True).returncode:
+        pytest.skip("needs unshare --mount and bind mounts (root)")
+    logdir = detached(tmp_path, f"""
+        jobs:
+          - {{name: long, cmd: [python, {FAKE}, --mode, hang, --epochs, 5, --step, 0.05]}}
+        """)
+    try:
+        assert wait_for(lambda: runs(logdir)["long.r0"]["state"] == "running")
+        script = (f"mount --bind {logdir} {logdir} && mount -o remount,bind,ro {logdir} && "
+                  f"exec {sys.executable} -m perfwatch control {logdir} long.r0 pause --timeout 5")
+        out = subprocess.run(["unshare", "--mount", "sh", "-c", script], cwd=ROOT, capture_output=True, text=True,
+                             timeout=120)
+        assert out.returncode == 2 and "cannot send pause" in out.stderr and "Read-only" in out.stderr, out.stderr
+        assert "Traceback" not in out.stderr
+        assert runs(logdir)["long.r0"]["state"] == "running"
+    finally:
+        cleanup(logdir)
