@@ -82,7 +82,7 @@ def recorded_runs(root: Path) -> dict[str, RecordedRun]:
     if data is None:
         return {}
     owner = data.scheduler
-    watched = owner is not None and _alive(owner.pid, owner.create_time)
+    watched = owner is not None and process.same_process(owner.pid, owner.create_time)
     out = {}
     for rec in data.runs:
         try:
@@ -90,7 +90,8 @@ def recorded_runs(root: Path) -> dict[str, RecordedRun]:
         except UnsafePath:
             continue  # never read outside LOGDIR
         state, code, reason = rec.state, rec.exit_code, rec.reason
-        if state.alive and not watched and not (rec.pid and _alive(rec.pid, rec.create_time)):
+        if state.alive and not watched and not (rec.pid and rec.create_time is not None
+                                                and process.same_process(rec.pid, rec.create_time)):
             # it ended while no scheduler watched: what its exit record says, as a take-over would read it
             ended = process.read_exit(folder)
             code, unknown = _exit_code(ended)
@@ -112,16 +113,6 @@ def _exit_code(record: Mapping[str, Any] | None) -> tuple[int | None, bool]:
         return -int(signal.Signals[sig]), False
     code = record.get("exit_code")
     return (code, False) if isinstance(code, int) and not isinstance(code, bool) else (None, True)
-
-
-def _alive(pid: int, create_time: float | None) -> bool:
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        return create_time is None or abs(proc.create_time() - create_time) < 1.0
-    except (psutil.Error, ValueError):
-        return False
 
 
 def status_of(view: RunView | None, recorded: RecordedRun | None = None) -> RunStatus:
