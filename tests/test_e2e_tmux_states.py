@@ -134,7 +134,7 @@ jobs:
     try:
         _until(tmux, lambda s: _state(s, "w.r0") == "done" and "0.95/0.9 ✓" in _row(s, "w.r0"), "attempt 1 done")
         tmux("send-keys", "-t", "pw", "r")
-        first = _until(tmux, lambda s: _state(s, "w.r0") in ("queued", "starting", "waiting", "running"),
+        first = _until(tmux, lambda s: _state(s, "w.r0") in ("queued", "starting", "running"),
                        "attempt 2 under way")
         screens = [first]
         while not (logdir / "w.r0" / "mllog.txt").exists():  # attempt 2 has not logged its first line yet

@@ -28,7 +28,7 @@ class State(StrEnum):
 
     QUEUED = "queued"  # planned, not started yet
     STARTING = "starting"  # being started (or pending in Slurm's queue)
-    WAITING = "waiting"  # a log with records but no init_start/run_start yet
+    WAITING = "waiting"  # a log nobody controls, with records but no init_start/run_start yet
     INITIALIZING = "initializing"  # init_start logged, no run_start yet
     RUNNING = "running"
     STALLED = "stalled"  # alive, but no output for stall_after
@@ -138,8 +138,8 @@ def _state(view: RunView | None, proc: ProcFacts | None) -> tuple[State, str]:
         state = _FROM_PROCESS.get(rs, State.UNKNOWN)
         if proc.stalled and state is State.RUNNING:
             state = State.STALLED
-        if state is State.RUNNING and view is not None and view.phase in ("waiting", "init"):
-            state = _FROM_PHASE[view.phase]
+        if state is State.RUNNING and view is not None and view.phase == "init":
+            state = State.INITIALIZING
         return state, reason
     if view is None:
         return State.QUEUED, ""

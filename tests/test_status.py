@@ -1,0 +1,79 @@
+"""The one table of run states (core/model/status.py): each rule against what a user was told it means
+(docs/report.md, "Run states"), written out by hand."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import msgspec
+import pytest
+from ui_helpers import mllog
+
+from perfwatch.core.control.states import RunState
+from perfwatch.core.mlperf.targets import Target
+from perfwatch.core.model.run import Run
+from perfwatch.core.model.status import count, judge
+
+
+@dataclass(frozen=True)
+class Proc:
+    state: RunState
+    exit_code: int | None = None
+    reason: str | None = None
+    stalled: bool = False
+
+
+TARGET = Target(key="eval_accuracy", value=0.9, higher_is_better=True, source="campaign")
+
+
+def view(*records: str, target: Target | None = TARGET):
+    run = Run("r", target=target)
+    run.feed_lines([r.encode() for r in records])
+    return run.view()
+
+
+START = mllog("run_start", None, 0)
+HIGH = mllog("eval_accuracy", 0.95, 1000, epoch_num=1)
+LOW = mllog("eval_accuracy", 0.5, 1000, epoch_num=1)
+SUCCESS = mllog("run_stop", None, 2000, status="success")
+ABORTED = mllog("run_stop", None, 2000, status="aborted")
+
+
+@pytest.mark.parametrize(("v", "proc", "want"), [
+    # (state, reason, verdict, failed, kind)
+    (None, Proc(RunState.QUEUED), ("queued", "", "not reached", False, "queued")),
+    (view(START, HIGH), Proc(RunState.RUNNING), ("running", "", "reached", False, "reached")),
+    (view(START, LOW), Proc(RunState.STALLED, stalled=True, reason="no output for 60s"),
+     ("stalled", "no output for 60s", "not reached", False, "stalled")),
+    (view(START, HIGH), Proc(RunState.STOPPED, -15, "stopped by user (killed by SIGTERM)"),
+     ("stopped", "stopped by user (killed by SIGTERM)", "reached", False, "reached")),
+    (view(START, LOW), Proc(RunState.KILLED, -9, "killed by user (killed by SIGKILL)"),
+     ("killed", "killed by user (killed by SIGKILL)", "not reached", True, "failed")),
+    (None, Proc(RunState.FAILED, 2, "exit 2"), ("crashed", "crashed with exit 2", "not reached", True, "failed")),
+    (view(START, LOW), Proc(RunState.FAILED, 3, "exit 3; had no output for 60s"),
+     ("crashed", "crashed with exit 3; had no output for 60s", "not reached", True, "failed")),
+    (None, Proc(RunState.FAILED, None, "needs 2 GPU(s), this host has 0"),
+     ("failed", "needs 2 GPU(s), this host has 0", "not reached", True, "failed")),
+    (view(START, LOW, SUCCESS), Proc(RunState.SUCCEEDED, 0), ("done", "", "not reached", False, "done")),
+    (view(START, HIGH), Proc(RunState.SUCCEEDED, -15, "target reached; stopped by perfwatch"),
+     ("done", "target reached; stopped by perfwatch", "reached", False, "reached")),
+    (view(START, LOW), Proc(RunState.TIMEOUT, -15, "timeout after 5s (killed by SIGTERM)"),
+     ("timeout", "timeout after 5s (killed by SIGTERM)", "not reached", True, "failed")),
+    # logs nobody controls
+    (view(START, HIGH, SUCCESS), None, ("done", "", "reached", False, "reached")),
+    (view(START, LOW, ABORTED), None, ("aborted", "run_stop status aborted", "not reached", True, "failed")),
+    (view(START, LOW, SUCCESS, target=None), None, ("done", "", "no target", False, "done")),
+    (view(mllog("submission_benchmark", "bert", 0)), None, ("waiting", "", "not reached", False, "queued")),
+    (view(START, LOW), None, ("running", "", "not reached", False, "running")),
+])
+def test_each_state_and_its_words(v, proc, want) -> None:
+    s = judge(v, proc, TARGET if v is None else None)  # a run with a log: the log's view carries its target
+    assert (s.word, s.reason, s.verdict.value, s.failed, s.kind) == want
+
+
+def test_counts_add_up_the_states_verdicts_and_failures() -> None:
+    statuses = [judge(view(START, HIGH, SUCCESS), None), judge(view(START, LOW, ABORTED), None),
+                judge(view(START, LOW, SUCCESS, target=None), None), judge(None, Proc(RunState.QUEUED), None)]
+    c = count(statuses)
+    assert msgspec.to_builtins(c) == {"runs": 4, "states": {"queued": 1, "done": 2, "aborted": 1}, "reached": 1,
+                                      "not_reached": 1, "no_target": 2, "failed": 1, "alive": 0, "ended": 3}
