@@ -37,6 +37,9 @@ if TYPE_CHECKING:
     from perfwatch.core.model.view import EvalPoint
 
 LAST_LINES = 5
+# a run's process ended: how long its last log lines may take to be read before its line is printed anyway
+# (the line says how it ended against its target, and is printed once: never before the log is read)
+SETTLE_S = 2.0
 
 
 def _fmt_s(seconds: float | None) -> str:
@@ -74,6 +77,7 @@ class _Printer:
     def __init__(self, out: TextIO, t0: float) -> None:
         self.out, self.t0 = out, t0
         self.last: dict[str, tuple[str, str | None]] = {}
+        self.ended_at: dict[str, float] = {}  # runs whose process ended, their line not printed yet
         self.energy_shown: set[str] = set()
         self.stragglers: dict[str, tuple[int, str] | None] = {}  # run -> (rank, cause) last printed
         self.stopped: set[str] = set()  # runs whose run_stop was seen (their group's RCP projection printed)
@@ -123,11 +127,16 @@ class _Printer:
             seen = (status.word, status.reason if info.state is RunState.STARTING else None)
             if self.last.get(rid) == seen:
                 continue
+            view = views.get(rid)
+            if status.state.ended and (view is None or view.phase != "stopped"):
+                since = self.ended_at.setdefault(rid, time.monotonic())
+                if time.monotonic() - since < SETTLE_S:
+                    continue  # its log's last lines may still be on their way: print it a moment later
+            self.ended_at.pop(rid, None)
             first = rid not in self.last
             self.last[rid] = seen
             if first and info.state is RunState.QUEUED:
                 continue
-            view = views.get(rid)
             parts = [f"{rid:<24} {status.word:<9}"]
             if info.state is RunState.RUNNING and info.pid:
                 parts.append(f"pid {info.pid}" + (f" attempt {info.attempt}" if info.attempt > 1 else "")
@@ -413,7 +422,7 @@ def run_headless(session: Session, out: TextIO, *, tick: float = 0.25, status_ev
                 shown_problem = problem
             if drive.interrupted:
                 break
-            if procs and all(p.state.terminal for p in procs.values()):
+            if procs and all(p.state.terminal for p in procs.values()) and not printer.ended_at:
                 break
             if time.time() >= next_status and snap is not None:
                 printer.status(snap.counts)
