@@ -12,7 +12,6 @@ import io
 import math
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -39,8 +38,7 @@ if TYPE_CHECKING:
     from perfwatch.core.model.attempts import Attempt
 
 
-@dataclass(frozen=True)
-class RecordedRun:
+class RecordedRun(msgspec.Struct, frozen=True):
     """A run of a perfwatch LOGDIR as its perfwatch.json (and, for a run that ended while no scheduler
     watched, its exit.json) tells it: the process facts `judge` reads, as the live view has them."""
 
