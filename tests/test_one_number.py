@@ -285,6 +285,22 @@ async def test_every_front_end_shows_the_same_states_and_counts_as_the_tui(tmp_p
     assert "1 done, 2 stopped, 1 killed, 2 crashed; target: 1 reached, 3 not reached, 2 no target; 4 failed" \
         in out.stdout
 
+    # watched without control (`attach --once`, the TUI with --no-control): perfwatch.json's facts, read-only
+    once = _cli("attach", str(logdir), "--once")
+    for rid, (word, _why, verdict, _failed) in EXPECTED.items():
+        line = next(ln for ln in once.splitlines() if re.search(rf"\] {re.escape(rid)} ", ln))
+        assert line.split("]", 1)[1].split()[1] == word and f" {verdict} " in line, line
+    assert "6 runs; NOT all succeeded" in once
+    from perfwatch.core.engine import attach_session
+
+    watch = PerfwatchApp(attach_session(logdir, control=False), theme="dark")
+    async with watch.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: watch.main.settled and set(table(watch)._rows) == set(EXPECTED), "6 rows")
+        shown = {rid: row.cells["state"].split()[-1] for rid, row in table(watch)._rows.items()}
+        header2 = str(watch.main.query_one("#header-bar").render())
+    assert shown == {rid: e[0] for rid, e in EXPECTED.items()}
+    assert header2.split("  ", 2)[2] == header.split("  ", 2)[2]  # the same counts (host name aside)
+
 
 def _seconds(text: str) -> int:
     """"2:25:53" (the TUI), "145m53s" or "58.2s" (headless) as whole seconds."""

@@ -33,15 +33,16 @@ from perfwatch.core.control.scheduler import Scheduler, Untrusted
 from perfwatch.core.control.states import ACTIONS, RunState
 from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.watch import LogWatcher
-from perfwatch.core.layout import RANKS_DIR, RUN_LOGS, TELEMETRY_FILE
+from perfwatch.core.layout import RANKS_DIR, REGISTRY_FILE, RUN_LOGS, TELEMETRY_FILE
 from perfwatch.core.measure.energy import EnergyFollower, RunEnergy
 from perfwatch.core.measure.eta import Eta, eta_to_target
 from perfwatch.core.measure.mfu import Mfu, Overrides, overrides_from_registry, run_mfu
 from perfwatch.core.measure.throughput import rolling_throughput
 from perfwatch.core.model.attempts import Attempt, earlier_attempts
 from perfwatch.core.model.book import RunBook, iter_blocks
-from perfwatch.core.model.status import Counts, RunStatus, count, judge
+from perfwatch.core.model.status import Counts, ProcFacts, RunStatus, count, judge
 from perfwatch.core.model.view import RunView
+from perfwatch.core.results.summary import RecordedRun, recorded_runs
 from perfwatch.core.telemetry.follow import TelemetryFollower
 from perfwatch.core.telemetry.ranks import RankReport, rank_report
 from perfwatch.core.telemetry.types import Sampler, Snapshot
@@ -233,8 +234,9 @@ class LiveSnapshot:
     actions: Mapping[str, frozenset[str]] = field(default_factory=lambda: _EMPTY)
 
     def run_ids(self) -> list[str]:
-        """Every run known from its log or its process, logs' order first."""
-        return list(self.views) + [rid for rid in self.procs if rid not in self.views]
+        """Every run known from its log, its process or perfwatch.json, logs' order first."""
+        out = list(self.views) + [rid for rid in self.procs if rid not in self.views]
+        return out + [rid for rid in self.statuses if rid not in self.views and rid not in self.procs]
 
 
 @dataclass(frozen=True, slots=True)
@@ -342,6 +344,10 @@ class LiveEngine:
         self._gpu_names: tuple[str | None, ...] = ()
         # what the campaign says about MFU (flops_per_sample, peak_flops), per run id; {} for other folders
         self._overrides = overrides_from_registry(session.logdir)
+        # a campaign's LOGDIR watched with no controller (--no-control, a plan not signed here): its runs'
+        # process facts come from perfwatch.json, read-only, as `report` reads them
+        self._read_registry = self.controller is None and (Path(session.logdir) / REGISTRY_FILE).is_file()
+        self._recorded: dict[str, RecordedRun] = {}
 
     # ---- lifecycle --------------------------------------------------------------------------------
     def start(self, on_update: Callable[[], None] | None = None, *, threaded: bool = True) -> LiveEngine:
@@ -409,7 +415,7 @@ class LiveEngine:
         due = [self._next_follow] if self._follower is not None else []
         if self._energy_followers:
             due.append(self._next_energy)
-        if self.controller is not None:
+        if self.controller is not None or self._read_registry:
             due.append(self._next_poll)
         if self._eta_due:
             due.append(min(self._eta_due.values()))
@@ -525,6 +531,12 @@ class LiveEngine:
             changed |= moved | (set(self._procs) - set(procs))
             self._procs = procs
             self._follow_attempts(procs)
+        elif self._read_registry and now + ALIGN >= self._next_poll:
+            self._next_poll = now + self.control_interval
+            recorded = recorded_runs(Path(self.session.logdir), attempts=False)
+            changed |= {rid for rid, r in recorded.items() if self._recorded.get(rid) != r}
+            changed |= set(self._recorded) - set(recorded)
+            self._recorded = recorded
         devices = False
         if sample is not None:
             self._devices, devices = sample, True
@@ -538,12 +550,14 @@ class LiveEngine:
             if run is not None:
                 view = self._views[rid] = run.view()
                 self._figures[rid] = self._run_figures(view, self._procs.get(rid))
+            planned = self._recorded.get(rid)
             view_or_none = self._views.get(rid)
-            proc = self._procs.get(rid)
+            proc: ProcFacts | None = self._procs.get(rid) or self._recorded.get(rid)
             if view_or_none is None and proc is None:
                 self._statuses.pop(rid, None)
                 continue
-            status = self._statuses[rid] = judge(view_or_none, proc, self.book.targets.get(rid))
+            target = self.book.targets.get(rid) or (planned.target if planned is not None else None)
+            status = self._statuses[rid] = judge(view_or_none, proc, target)
             if view_or_none is not None:
                 if status.state.ended:  # an ended run has no ETA, however it ended
                     self._etas.pop(rid, None)

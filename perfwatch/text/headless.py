@@ -17,6 +17,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from perfwatch.core.control import registry
@@ -295,19 +296,30 @@ def _all_stopped(views: Mapping[str, RunView]) -> bool:
 
 
 def _report_logs(session: Session, printer: _Printer, out: TextIO) -> bool:
-    """One pass over every log on disk: a line per run; True if every run ended and none failed."""
+    """One pass over every log on disk (and, in a campaign's LOGDIR, every run of its perfwatch.json, as
+    `report` reads it): a line per run; True if every run ended and none failed."""
+    from perfwatch.core.results.summary import recorded_runs
+
     views = final_book(session).views()
+    recorded = recorded_runs(Path(session.logdir), attempts=False)
     overrides = overrides_from_registry(session.logdir)
     statuses = []
     for v in views:
-        st = judge(v)
+        st = judge(v, recorded.get(v.run_id))
         statuses.append(st)
-        printer.line("  ".join(x for x in (f"{v.run_id:<24} {st.word:<9} {st.verdict.value:<11}", _eval_text(v),
-                                           _numbers(v, st, overrides), _energy_text(_disk_energy(v))) if x))
+        printer.line("  ".join(x for x in (f"{v.run_id:<24} {st.word:<9} {st.verdict.value:<11}", st.reason,
+                                           _eval_text(v), _numbers(v, st, overrides),
+                                           _energy_text(_disk_energy(v))) if x))
+    seen = {v.run_id for v in views}
+    for rid, rec in recorded.items():
+        if rid not in seen:  # never logged a record: queued, cancelled, crashed at start-up
+            st = judge(None, rec, rec.target)
+            statuses.append(st)
+            printer.line("  ".join(x for x in (f"{rid:<24} {st.word:<9} {st.verdict.value:<11}", st.reason) if x))
     counts = count(statuses)
-    ok = bool(views) and counts.ended == counts.runs and not counts.failed
+    ok = counts.runs > 0 and counts.ended == counts.runs and not counts.failed
     print(counts_text(counts), file=out)
-    print(f"{len(views)} runs; {'all succeeded' if ok else 'NOT all succeeded'}", file=out, flush=True)
+    print(f"{counts.runs} runs; {'all succeeded' if ok else 'NOT all succeeded'}", file=out, flush=True)
     return ok
 
 

@@ -65,8 +65,9 @@ def campaign_plan(root: Path) -> tuple[dict[str, StandsFor], dict[str, Target]]:
     return (data.stand_ins(), data.targets()) if data is not None else ({}, {})
 
 
-def recorded_runs(root: Path) -> dict[str, RecordedRun]:
-    """Every run planned in `root`/perfwatch.json, in plan order; {} for a folder that has none."""
+def recorded_runs(root: Path, *, attempts: bool = True) -> dict[str, RecordedRun]:
+    """Every run planned in `root`/perfwatch.json, in plan order; {} for a folder that has none.
+    `attempts`: also read each restarted run's earlier attempts back (their kept logs)."""
     from perfwatch.core.layout import REGISTRY_FILE
 
     if not (root / REGISTRY_FILE).is_file():
@@ -95,8 +96,8 @@ def recorded_runs(root: Path) -> dict[str, RecordedRun]:
             code, unknown = _exit_code(ended)
             state, reason = exit_state(code if code is not None else -9, unknown=code is None, intent=rec.intent,
                                        reason=rec.reason, cache_clear=(ended or {}).get("cache_clear"))
-        out[rec.run_id] = RecordedRun(rec.run_id, state, code, reason, rec.stalled, rec.attempt, rec.target,
-                                      earlier_attempts(folder, rec.run_id, rec.attempts, rec.target))
+        earlier = earlier_attempts(folder, rec.run_id, rec.attempts, rec.target) if attempts else ()
+        out[rec.run_id] = RecordedRun(rec.run_id, state, code, reason, rec.stalled, rec.attempt, rec.target, earlier)
     return out
 
 
