@@ -368,8 +368,8 @@ def test_headless_live_lines_say_what_its_final_table_says(tmp_path):
         scheduler: {{max_parallel: 5}}
         defaults: {{repeat: 4, {TARGET}}}
         jobs:
-          - {{name: ok, cmd: [python, {FAKE}, --epochs, "3", --step, "0.02"]}}
-          - {{name: crash, repeat: 1, cmd: [python, {FAKE}, --mode, crash, --epochs, "4", --step, "0.02"]}}
+          - {{name: ok, cmd: [python, {ROOT / FAKE}, --epochs, "3", --step, "0.02"]}}
+          - {{name: crash, repeat: 1, cmd: [python, {ROOT / FAKE}, --mode, crash, --epochs, "4", --step, "0.02"]}}
     """
     out = subprocess.run([sys.executable, "-m", "perfwatch", "launch", str(campaign_file(tmp_path, body)),
                           "--headless", "--logdir", str(tmp_path / "logdir")],
