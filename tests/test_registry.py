@@ -78,6 +78,7 @@ def test_every_planned_field_survives_perfwatch_json() -> None:
         "launcher": Launcher("torchrun", 2, 1, 0, None, "c10d"), "grid": {"--lr": 0.1},
         "cache_clear_cmd": ("sync",), "cache_clear_timeout": 5.0, "devices_note": "auto: 2 GPUs",
         "peak_flops": {"*": {"bf16": 1e15}}, "mlperf": StandsFor("bert", "4.0.0", "closed"),
+        "stall_factor": 6.0, "on_stall": "restart",
     }
     assert set(values) == {f.name for f in dataclasses.fields(RunSpec)}, "give the new RunSpec field a value here"
     spec = RunSpec(**values)  # type: ignore[arg-type]
