@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from perfwatch.core.measure import host_peak
-from perfwatch.core.measure.peaks import cached_cpu_peak, cpu_model
+from perfwatch.core.measure.host_peak import cached_cpu_peak, cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 ONE = "tests/data/mlperf-logs/v2.1/MosaicML/results/8xA100_80GB-methods/bert/result_0.txt"
