@@ -37,7 +37,7 @@ from perfwatch.core.measure.peaks import (
     peak_for,
     peak_for_sample,
 )
-from perfwatch.core.measure.throughput import DEFAULT_WINDOW, window_rate, world_of
+from perfwatch.core.measure.throughput import DEFAULT_WINDOW, rolling_throughput, world_of
 from perfwatch.core.model.run import RunView
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def mfu(
     """MFU of a run over its rolling window against a given peak. `flops_per_sample` = the campaign's
     override (wins over the log); `devices` defaults to the logged world size, else 1."""
     fps, source = (flops_per_sample, "campaign") if flops_per_sample else (view.flops_per_sample, "log")
-    sps, _ = window_rate(view.throughput, window)
+    sps = rolling_throughput(view, window).samples_per_s  # samples (sequences), also where the log counts tokens
     return mfu_from_rate(sps, fps, peak, world_of(view, devices), flops_source=source, peak_reason=peak_reason,
                          peak_says=peak_says)
 
