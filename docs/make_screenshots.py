@@ -100,7 +100,7 @@ async def demo_shot() -> Path:
     from perfwatch.core.measure import host_peak
     from perfwatch.ui.app import PerfwatchApp
 
-    campaign = load_campaign(REPO / "workloads" / "demo.yaml", base=REPO)
+    campaign = load_campaign(REPO / "workloads" / "demo.yaml")
     host_peak.ensure(host_peak.campaign_needs(campaign), say=print)
     logdir = Path(tempfile.mkdtemp()) / "demo"
     os.chdir(REPO)  # the campaign's commands are relative to the checkout
