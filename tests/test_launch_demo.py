@@ -50,7 +50,9 @@ def test_demo_campaign_headless_every_run_reaches_its_target(tmp_path: Path) -> 
                             cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     rows = json.loads(report.stdout)["runs"]
     # MFU with no extra step: every run is measured against the peak launch stored for its thread count
-    assert all(r["mfu"] is not None and 0 < r["mfu"] < 1 for r in rows), [(r["run_id"], r["mfu_reason"]) for r in rows]
+    # (a value, not a bound: a peak measured while other work loads the CPUs is low, flagged as such)
+    assert all(r["mfu"] is not None and r["mfu"] > 0 for r in rows), [(r["run_id"], r["mfu"], r["mfu_reason"])
+                                                                    for r in rows]
     assert all("measured CPU peak, 1 threads, fp32" in r["peak_used"] for r in rows)
     # runs train long enough for the live view: every run evaluated at least 6 times before its target
     for rid in ids:
