@@ -164,12 +164,12 @@ class MachineBusy(RuntimeError):
 
 
 def measure(dtype: str = "fp32", *, threads: int | None = None, tries: int = TRIES, size: int = 2048,
-            force: bool = False, cache: Path | None = None, busy: Callable[[], float] = cpu_busy_percent,
+            force: bool = False, cache: Path | None = None, busy: Callable[[], float] | None = cpu_busy_percent,
             matmul: Callable[..., float] | None = None, keep_best: bool = False) -> StoredPeak:
     """Measure (best of `tries`) and store; refuses (MachineBusy) when the CPUs are busy unless `force`.
     `keep_best`: a stored higher peak for the same key stays (a busy machine only lowers it)."""
-    load = busy()
-    if load > BUSY_PERCENT and not force:
+    load = busy() if busy is not None else None  # None: not looked at (a caller that knows)
+    if load is not None and load > BUSY_PERCENT and not force:
         raise MachineBusy(f"the CPUs are {load:.0f}% busy (more than {BUSY_PERCENT:.0f}%): a peak measured now "
                           "would be too low; stop what runs, or pass --force to store it flagged as such")
     import torch
@@ -187,7 +187,7 @@ def measure(dtype: str = "fp32", *, threads: int | None = None, tries: int = TRI
     kept = keep_best and isinstance(old, dict) and isinstance(old.get("flops"), int | float) and old["flops"] >= flops
     if not kept:
         table[key] = {"flops": flops, "measured_at": time.time(), "how": how, "tries": tries,
-                      "busy_percent": round(load, 1)}
+                      "busy_percent": round(load, 1) if load is not None else None}
     table.pop(_failed_key(dtype, n_threads), None)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomic(path, table)
@@ -211,7 +211,7 @@ def cpu_peak(dtype: str = "fp32", *, threads: int | None = None, cache: Path | N
             def matmul(dt: str, **kw: Any) -> float:
                 return fixed(dt, int(kw["threads"]))
 
-        found = measure(dtype, threads=n, force=True, cache=cache, busy=lambda: 0.0, matmul=matmul)
+        found = measure(dtype, threads=n, force=True, cache=cache, busy=None, matmul=matmul)
     return found.peak()
 
 
