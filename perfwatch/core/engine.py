@@ -612,9 +612,7 @@ class LiveEngine:
         """Refit only when the evals, the target or the run's end changed (a fit costs about a ms), and
         for a new eval alone at most every ETA_MIN_INTERVAL: the shown ETA counts down between fits."""
         last = view.evals[-1] if view.evals else None
-        proc = self._procs.get(run_id)
-        ended = proc is not None and proc.ended_at is not None  # stopped, killed, crashed: no run_stop needed
-        key = (len(view.evals), last, view.target, view.target_reached, view.phase == "stopped" or ended)
+        key = (len(view.evals), last, view.target, view.target_reached, view.phase == "stopped")
         old = self._eta_keys.get(run_id)
         if old == key:
             return
@@ -626,7 +624,7 @@ class LiveEngine:
         self._eta_keys[run_id] = key
         self._eta_fitted[run_id] = now
         self._eta_due.pop(run_id, None)
-        self._etas[run_id] = eta_to_target(view, ended=ended)
+        self._etas[run_id] = eta_to_target(view)
 
     def _update_ranks(self) -> set[str]:
         """Re-read the rank files of runs whose files changed (live runs are looked at every
