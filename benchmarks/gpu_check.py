@@ -25,8 +25,9 @@ import time
 from typing import Any
 
 from perfwatch.core.measure.energy import gpu_energy
+from perfwatch.core.measure.host_peak import cpu_peak
 from perfwatch.core.measure.mfu import mfu_from_rate
-from perfwatch.core.measure.peaks import DTYPES, cpu_peak, identify_gpu, peak_for_sample
+from perfwatch.core.measure.peaks import DTYPES, identify_gpu, peak_for_sample
 from perfwatch.core.telemetry.host import HostSampler
 from perfwatch.core.telemetry.nvml import NvmlSampler
 from perfwatch.core.telemetry.sampling import GPU_FIELDS, GpuSample

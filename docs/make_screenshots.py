@@ -1,11 +1,16 @@
 """Pictures for the README, made by the real app on the bundled MLPerf logs (so they stay true).
 
-    python docs/make_screenshots.py   # writes docs/tui-*.png (needs rsvg-convert; else leaves the .svg)
+    python docs/make_screenshots.py          # writes docs/tui-*.png (needs rsvg-convert; else leaves the .svg)
+    python docs/make_screenshots.py --demo   # docs/tui-demo.png: the demo campaign mid-run (about a minute)
 
 Each picture is the real `PerfwatchApp` over `perfwatch attach tests/data/mlperf-logs`, driven by
 Textual's Pilot like a user: the main screen (runs + detail with plots), the campaign view with the
 MosaicML baseline chosen (`g`, `b`), and the compare screen of three marked runs (space, `c`).
 No device sampler: the pictures show no GPU that the logs did not come from.
+
+`--demo` launches `workloads/demo.yaml` for real (in a temporary LOGDIR, as `perfwatch launch` does, the
+CPU peak for its thread count measured first) and takes the main screen once a run has reached its
+target while another, with an ETA, is still training; the runs are stopped afterwards.
 """
 
 from __future__ import annotations
@@ -88,9 +93,47 @@ async def main() -> list[Path]:
     return shots
 
 
+async def demo_shot() -> Path:
+    """The demo campaign mid-run: one run at its target, another still training with an ETA shown."""
+    from perfwatch.core.control.campaign import load_campaign
+    from perfwatch.core.engine import launch_session
+    from perfwatch.core.measure import host_peak
+    from perfwatch.ui.app import PerfwatchApp
+
+    campaign = load_campaign(REPO / "workloads" / "demo.yaml")
+    host_peak.ensure(host_peak.campaign_needs(campaign), say=print)
+    logdir = Path(tempfile.mkdtemp()) / "demo"
+    os.chdir(REPO)  # the campaign's commands are relative to the checkout
+    session = launch_session(campaign, logdir)
+    app = PerfwatchApp(session, theme="dark")
+    try:
+        async with app.run_test(size=(160, 45)) as pilot:
+            chosen = None
+            for _ in range(12000):  # up to 10 minutes on a busy machine
+                snap = app.main.snapshot
+                if snap is not None:
+                    done = [v for v in snap.views.values() if v.target_reached]
+                    live = [rid for rid, v in snap.views.items() if v.phase in ("running", "eval") and
+                            len(v.evals) >= 6 and (eta := snap.etas.get(rid)) is not None and
+                            eta.status == "converging" and eta.remaining_ms(v.elapsed_ms) is not None]
+                    if done and live:
+                        chosen = live[0]
+                        break
+                await pilot.pause(0.05)
+            if chosen is not None:
+                app.query_one("RunsTable").select(chosen)  # type: ignore[attr-defined]
+            await pilot.pause(1.5)
+            path = OUT / "tui-demo.svg"
+            app.save_screenshot(filename=path.name, path=str(path.parent))
+    finally:
+        if session.controller is not None:
+            session.controller.close(stop_runs=True)
+    return path
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO))
-    paths = asyncio.run(main())
+    paths = [asyncio.run(demo_shot())] if "--demo" in sys.argv[1:] else asyncio.run(main())
     converter = shutil.which("rsvg-convert")
     for svg in paths:
         if converter:  # the README shows PNGs; the SVG is only the intermediate

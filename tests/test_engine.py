@@ -156,3 +156,51 @@ def test_a_launch_samples_the_devices_on_one_thread_only(tmp_path, monkeypatch):
         assert session.controller is not None
         session.controller.close(stop_runs=True)
     assert not [t for t in threading.enumerate() if t.name == "perfwatch-telemetry" and t.is_alive()]
+
+
+def test_a_killed_run_shows_no_eta_though_its_log_never_says_run_stop(tmp_path, monkeypatch):
+    """The ETA of a run whose process is gone (killed here) is "–": nothing will reach the target."""
+    from test_launch_helpers import ROOT, campaign_file
+
+    from perfwatch.core.control.campaign import load_campaign
+    from perfwatch.core.engine import launch_session
+
+    monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
+    # a workload that logs a converging curve short of its target, then keeps training (sleeps)
+    script = tmp_path / "curve.py"
+    script.write_text(
+        "import json, math, os, time\n"
+        "out = open(os.environ['PERFWATCH_MLLOG'], 'a', buffering=1)\n"
+        "def log(key, value=None, **md):\n"
+        "    rec = {'time_ms': time.time() * 1000, 'key': key, 'value': value, 'metadata': md}\n"
+        "    out.write(':::MLLOG ' + json.dumps(rec) + '\\n')\n"
+        "log('run_start')\n"
+        "for k in range(1, 8):\n"
+        "    time.sleep(0.2)\n"
+        "    log('eval_accuracy', 0.95 - 0.5 * math.exp(-0.2 * k), epoch_num=k)\n"
+        "time.sleep(120)\n")
+    body = f"""
+        name: one
+        defaults: {{target: {{key: eval_accuracy, value: 0.9}}}}
+        jobs:
+          - name: c
+            cmd: [python, {script}]
+    """
+    session = launch_session(load_campaign(campaign_file(tmp_path, body), base=ROOT), tmp_path / "logdir")
+    engine = LiveEngine(session).start()
+    ctl = session.controller
+    assert ctl is not None
+
+    def eta():  # type: ignore[no-untyped-def]
+        snap = engine.snapshot
+        return None if snap is None else snap.etas.get("c.r0")
+
+    try:
+        _wait(lambda: (e := eta()) is not None and e.status == "converging", "an ETA while it trains", timeout=90)
+        ctl.kill("c.r0")
+        _wait(lambda: eta() is None or eta().status == "stopped", "no ETA once killed", timeout=30)
+        snap = engine.snapshot
+        assert snap is not None and "run_stop" not in snap.views["c.r0"].key_counts
+    finally:
+        engine.stop()
+        ctl.close(stop_runs=True)

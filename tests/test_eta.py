@@ -139,15 +139,6 @@ def test_a_lower_bound_closer_than_one_eval_is_not_shown_and_a_passed_interval_n
     assert interval.text(121_000.0) == "–" and interval.remaining_ms(121_000.0) is None  # past it
 
 
-def test_a_run_whose_process_ended_shows_no_eta():
-    run = _run(Event(0, "run_start"), *(Event(60_000.0 * k, "eval_accuracy", 0.8 - 0.5 * 0.7 ** k,
-                                              metadata={"epoch_num": k}) for k in range(1, 7)))
-    view = msgspec.structs.replace(run.view(), target=Target("eval_accuracy", 0.759, True, "test"))
-    assert eta_to_target(view).status == "converging"
-    ended = eta_to_target(view, ended=True)  # killed: no run_stop in its log
-    assert ended.status == "stopped" and ended.text(400_000.0) == "–"
-
-
 def test_one_eval_against_the_trend_does_not_flip_the_verdict():
     import math
 

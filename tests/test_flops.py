@@ -7,13 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from perfwatch.core.measure.host_peak import cpu_peak, measure_matmul
 from perfwatch.core.measure.peaks import (
     DTYPES,
     GPU_MODELS,
-    cpu_peak,
     gpu_peak,
     identify_gpu,
-    measure_matmul,
     normalize_dtype,
     parse_flops,
     peak_for,
@@ -161,15 +160,15 @@ def test_cpu_peak_is_measured_once_then_cached(tmp_path: Path) -> None:
         calls.append((dtype, threads))
         return 1.5e11 + len(calls)
 
-    first = cpu_peak("fp32", threads=2, cache=tmp_path, measure=fake_measure)
-    again = cpu_peak("fp32", threads=2, cache=tmp_path, measure=fake_measure)
+    first = cpu_peak("fp32", threads=2, cache=tmp_path, measure_with=fake_measure)
+    again = cpu_peak("fp32", threads=2, cache=tmp_path, measure_with=fake_measure)
     assert calls == [("fp32", 2)]
     assert again.flops == first.flops and again.measured and "cpu:" in again.device
     assert "measured" in again.source
     cached = json.loads((tmp_path / "cpu_peak.json").read_text())
     assert any("threads=2" in key and key.endswith("|fp32") for key in cached)
-    cpu_peak("fp32", threads=1, cache=tmp_path, measure=fake_measure)  # another thread count: measured
-    cpu_peak("fp32", threads=2, cache=tmp_path, measure=fake_measure, refresh=True)
+    cpu_peak("fp32", threads=1, cache=tmp_path, measure_with=fake_measure)  # another thread count: measured
+    cpu_peak("fp32", threads=2, cache=tmp_path, measure_with=fake_measure, refresh=True)
     assert len(calls) == 3
 
 
@@ -179,10 +178,10 @@ def test_real_cpu_matmul_measurement_is_positive() -> None:
 
 def test_cached_cpu_peak_never_measures(tmp_path) -> None:
     """The live view only reads a peak measured earlier: it must not steal the runs' cores."""
-    from perfwatch.core.measure.peaks import cached_cpu_peak, cpu_peak
+    from perfwatch.core.measure.host_peak import cached_cpu_peak
 
     assert cached_cpu_peak("fp32", threads=3, cache=tmp_path) is None
-    measured = cpu_peak("fp32", threads=3, cache=tmp_path, measure=lambda dt, th: 1.5e11)
+    measured = cpu_peak("fp32", threads=3, cache=tmp_path, measure_with=lambda dt, th: 1.5e11)
     again = cached_cpu_peak("fp32", threads=3, cache=tmp_path)
     assert again is not None and again.flops == measured.flops == 1.5e11 and again.measured
     assert cached_cpu_peak("fp32", threads=1, cache=tmp_path) is None  # other thread count: not measured

@@ -90,11 +90,11 @@ def value(metrics: dict, name: str, run: str) -> float | None:
 
 @pytest.mark.slow
 def test_scrape_while_a_campaign_runs_equals_report(tmp_path: Path) -> None:
-    from perfwatch.core.measure.peaks import cpu_peak
+    from perfwatch.core.measure.host_peak import cpu_peak
 
     cache = tmp_path / "cache"
     # a known CPU peak in this test's cache: report and endpoint both read it (MFU comparable, no benchmark)
-    cpu_peak("fp32", threads=1, cache=cache / "perfwatch", measure=lambda _d, _t: 4.0e10)
+    cpu_peak("fp32", threads=1, cache=cache / "perfwatch", measure_with=lambda _d, _t: 4.0e10)
     gate = tmp_path / "gate"
     camp = campaign_file(tmp_path, CAMPAIGN.replace("GATE", str(gate)))
     logdir, port = tmp_path / "logdir", free_port()

@@ -165,12 +165,12 @@ def test_the_live_view_shows_the_mfu_report_gives(tmp_path: Path, capsys: pytest
 
 def test_a_cpu_run_says_which_stored_peak_it_used(tmp_path: Path, capsys: pytest.CaptureFixture[str],
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
-    from perfwatch.core.measure import peaks
+    from perfwatch.core.measure import host_peak
     from perfwatch.core.measure.mfu import forget_cached_cpu_peaks
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     forget_cached_cpu_peaks()
-    peaks.cpu_peak("fp32", threads=2, measure=lambda _d, _t: 2e11)  # as `perfwatch peak --measure` stores it
+    host_peak.cpu_peak("fp32", threads=2, measure_with=lambda _d, _t: 2e11)  # as `perfwatch peak --measure` stores it
     run = tmp_path / "logs" / "mlp.r0"
     run.mkdir(parents=True)
     text = log_lines("cpu", 1e8).replace('"perfwatch_precision", "value": "bf16"', '"perfwatch_precision", "value": "fp32"')

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from perfwatch.core.measure import host_peak
-from perfwatch.core.measure.peaks import cached_cpu_peak, cpu_model
+from perfwatch.core.measure.host_peak import cached_cpu_peak, cpu_model
 
 ROOT = Path(__file__).resolve().parent.parent
 ONE = "tests/data/mlperf-logs/v2.1/MosaicML/results/8xA100_80GB-methods/bert/result_0.txt"
@@ -78,3 +78,37 @@ def test_package_options_match_the_packager() -> None:
     from perfwatch.core.results import submission
 
     assert cmd.DIVISIONS == submission.DIVISIONS and cmd.STATUSES == submission.STATUSES
+
+
+def test_launch_measures_missing_peaks_in_a_bounded_child_and_says_why_when_it_cannot(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`launch` fills the peak its CPU runs need; when it cannot, the runs' MFU says why, not "never measured"."""
+    pytest.importorskip("torch")
+    from perfwatch.core.ingest.mllog import Event
+    from perfwatch.core.measure import mfu
+    from perfwatch.core.model.run import Run
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    cache = tmp_path / "perfwatch"
+    run = Run("cpu.r0")
+    run.apply([Event(0.0, "perfwatch_device", "cpu"), Event(0.0, "perfwatch_threads", 1)])
+    said: list[str] = []
+    # a child that cannot finish in time: the failure is stored and said, and the run's MFU says it
+    problems = host_peak.ensure([("fp32", 1)], say=said.append, cache=cache, timeout=0.01)
+    assert problems and "took longer than" in problems[0]
+    assert said[0].startswith("measuring this host's CPU peak for 1 thread (fp32)")
+    assert host_peak.failure("fp32", 1, cache) == problems[0]
+    mfu.forget_cached_cpu_peaks()
+    choice = mfu.resolve_peak(run.view())
+    assert choice.peak is None and choice.reason == problems[0]
+    # a real child (torch, a 2048x2048 matmul, best of 3): stored, the failure forgotten, measured once
+    said.clear()
+    assert host_peak.ensure([("fp32", 1), ("fp32", 1)], say=said.append, cache=cache) == []
+    found = host_peak.lookup("fp32", 1, cache)
+    assert found is not None and found.flops > 0 and found.threads == 1 and "best of 3" in found.how
+    assert host_peak.failure("fp32", 1, cache) is None
+    assert len([line for line in said if line.startswith("measuring")]) == 1
+    mfu.forget_cached_cpu_peaks()
+    choice = mfu.resolve_peak(run.view())
+    assert choice.peak is not None and choice.peak.flops == found.flops
+    mfu.forget_cached_cpu_peaks()

@@ -51,6 +51,13 @@ def test_gpt3_counts_tokens_per_block_not_samples() -> None:
     assert tp.samples_per_s == expected / seq  # sequences/s: ~86, never 50.3G
     # no interval of the run is the block_stop -> eval_accuracy millisecond (the 50.3G samples/s)
     assert max(rate for _, rate in v.throughput) < 200_000
+    # MFU counts FLOPs per sample (sequence): from sequences/s, never from tokens/s
+    from perfwatch.core.measure.mfu import mfu
+    from perfwatch.core.measure.peaks import PeakFlops
+
+    flops_per_seq = 6 * 175e9 * seq  # 6 N per token
+    m = mfu(v, PeakFlops("test", "bf16", 1e18, "test"), 1, flops_per_sample=flops_per_seq, window=1)
+    assert m.achieved_flops_per_s == expected / seq * flops_per_seq
 
 
 def test_llama2_70b_lora_samples_from_consistent_counters() -> None:

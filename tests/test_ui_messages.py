@@ -47,7 +47,7 @@ def test_cpu_run_mfu_uses_the_measured_host_peak(tmp_path, monkeypatch) -> None:
     """A CPU run's MFU cell is computed against the matmul peak measured earlier for its thread count."""
     from perfwatch.core.engine import run_figures
     from perfwatch.core.ingest.mllog import Event
-    from perfwatch.core.measure import peaks as flops
+    from perfwatch.core.measure import host_peak as flops
     from perfwatch.core.measure.mfu import forget_cached_cpu_peaks
     from perfwatch.core.model.run import Run
 
@@ -60,7 +60,7 @@ def test_cpu_run_mfu_uses_the_measured_host_peak(tmp_path, monkeypatch) -> None:
         *[Event(1000.0 * i, "tracked_stats", {"throughput": 100.0}, metadata={"step": i}) for i in range(1, 6)],
     ])
     assert run_figures(run.view()).mfu.value is None  # never measured here: unknown, not guessed
-    flops.cpu_peak("fp32", threads=2, measure=lambda dt, th: 2e11)
+    flops.cpu_peak("fp32", threads=2, measure_with=lambda dt, th: 2e11)
     forget_cached_cpu_peaks()
     value = run_figures(run.view()).mfu.value
     assert value is not None and abs(value - 0.5) < 1e-9  # 100 samples/s x 1 GFLOP / 200 GFLOP/s

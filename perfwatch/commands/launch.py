@@ -154,6 +154,10 @@ def run(args: argparse.Namespace) -> int:
     server, rc = _metrics.bind(args, "launch")
     if rc:
         return rc
+    from perfwatch.core.measure import host_peak
+
+    # the MFU of CPU runs needs this host's peak for their thread count: measured now, before they load the CPUs
+    host_peak.ensure(host_peak.campaign_needs(campaign), say=lambda line: print(line, file=sys.stderr, flush=True))
     try:
         session = launch_session(campaign, logdir, poll=args.poll)
     except (FileExistsError, RuntimeError, OSError) as exc:  # BackendError too (e.g. no sbatch)

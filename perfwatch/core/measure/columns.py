@@ -88,6 +88,8 @@ def report_extra(
         )
     m = s.mfu
     return {
+        "rate_unit": s.now.unit,  # what the benchmark counts: "samples", or "tokens" (GPT-3)
+        "rate_window": s.now.rate,  # in rate_unit/s
         "samples_per_s_window": s.now.samples_per_s,
         "device_samples_per_s": s.now.device_samples_per_s,
         "tokens_per_s": s.now.tokens_per_s,

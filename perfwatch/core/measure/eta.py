@@ -21,7 +21,8 @@ new eval arrives (the RCP tables are read once per benchmark and batch size).
 
 What is shown (`Eta.text`, `Eta.remaining_ms`): a lower bound only while it is at least one eval
 interval (and 10 s) away, an interval only until its end has passed (then nothing until the next eval
-refits), nothing once the run stopped or its process ended (`ended`). The verdict "not converging"
+refits), nothing once the run stopped (the engine also drops the ETA of a run whose process ended
+without a run_stop: killed, crashed). The verdict "not converging"
 against an estimate is the majority of the fits on the last three evals, so one noisy eval does not
 swing it.
 
@@ -228,12 +229,8 @@ def _ms_per_unit(xs: Sequence[float], ts: Sequence[float]) -> float | None:
     return slope if slope > 0 else None
 
 
-def eta_to_target(view: RunView, evals: Sequence[EvalPoint] | None = None, *, prior: bool = True,
-                  ended: bool = False) -> Eta:
+def eta_to_target(view: RunView, evals: Sequence[EvalPoint] | None = None, *, prior: bool = True) -> Eta:
     """The ETA of `view`'s run to its target (`evals` overrides the run's evals, for tests).
-
-    `ended`: the run's process is gone (stopped, killed, crashed) although its log has no run_stop:
-    no ETA, as for a run that logged its stop.
 
     For a closed-division MLPerf run whose ruleset has an RCP for its benchmark and batch size, the
     RCP's epochs (samples) to converge, mean ± 2 standard deviations, bound the estimate where the
@@ -246,7 +243,7 @@ def eta_to_target(view: RunView, evals: Sequence[EvalPoint] | None = None, *, pr
         return Eta("no_target", reason="no target for this run")
     if view.target_reached:
         return Eta("reached", at_ms=view.time_to_train_ms)
-    if view.phase == "stopped" or ended:
+    if view.phase == "stopped":
         return Eta("stopped", reason="the run stopped before its target")
     points = list(evals if evals is not None else view.evals)
     start = view.run_start_ms if view.run_start_ms is not None else (points[0].time_ms if points else 0.0)

@@ -30,15 +30,14 @@ import msgspec
 from perfwatch.core import keys
 from perfwatch.core.control.peak_values import ANY
 from perfwatch.core.layout import REGISTRY_FILE
-from perfwatch.core.measure import peaks
+from perfwatch.core.measure import host_peak
 from perfwatch.core.measure.peaks import (
     PeakFlops,
-    cached_cpu_peak,
     normalize_dtype,
     peak_for,
     peak_for_sample,
 )
-from perfwatch.core.measure.throughput import DEFAULT_WINDOW, window_rate, world_of
+from perfwatch.core.measure.throughput import DEFAULT_WINDOW, rolling_throughput, world_of
 from perfwatch.core.model.run import RunView
 
 if TYPE_CHECKING:
@@ -127,7 +126,7 @@ def mfu(
     """MFU of a run over its rolling window against a given peak. `flops_per_sample` = the campaign's
     override (wins over the log); `devices` defaults to the logged world size, else 1."""
     fps, source = (flops_per_sample, "campaign") if flops_per_sample else (view.flops_per_sample, "log")
-    sps, _ = window_rate(view.throughput, window)
+    sps = rolling_throughput(view, window).samples_per_s  # samples (sequences), also where the log counts tokens
     return mfu_from_rate(sps, fps, peak, world_of(view, devices), flops_source=source, peak_reason=peak_reason,
                          peak_says=peak_says)
 
@@ -164,17 +163,23 @@ def _campaign_peak(table: Mapping[str, Mapping[str, float]], device: str | None,
 
 def _cached_cpu(dtype: str, threads: int | None) -> PeakFlops | None:
     """A CPU peak measured before, read once per process and cache folder (the live view asks at 4 Hz)."""
-    return _cached_cpu_in(dtype, threads, peaks.cache_dir())
+    return _cached_cpu_in(dtype, threads, host_peak.cache_dir())
 
 
 def forget_cached_cpu_peaks() -> None:
     """Read the CPU peak cache again on the next call (after measuring the peak in this process)."""
     _cached_cpu_in.cache_clear()
+    _cpu_failure_in.cache_clear()
 
 
 @functools.lru_cache(maxsize=32)
 def _cached_cpu_in(dtype: str, threads: int | None, folder: Path) -> PeakFlops | None:
-    return cached_cpu_peak(dtype, threads=threads, cache=folder)
+    return host_peak.cached_cpu_peak(dtype, threads=threads, cache=folder)
+
+
+@functools.lru_cache(maxsize=32)
+def _cpu_failure_in(dtype: str, threads: int | None, folder: Path) -> str | None:
+    return host_peak.failure(dtype, threads, folder)
 
 
 def _cpu(dtype: str, threads: int | None, policy: CpuPeakPolicy) -> tuple[PeakFlops | None, str | None, str | None]:
@@ -182,6 +187,9 @@ def _cpu(dtype: str, threads: int | None, policy: CpuPeakPolicy) -> tuple[PeakFl
         return None, None, "CPU peak not measured (--no-cpu-peak)"
     peak = _cached_cpu(dtype, threads)
     if peak is None:
+        failed = _cpu_failure_in(dtype, threads, host_peak.cache_dir())
+        if failed:
+            return None, None, failed
         return None, None, "this host's CPU peak was never measured (`perfwatch peak --measure` stores it)"
     n = threads or peak.device.rpartition(" x ")[2].split(" ")[0]
     when = time.strftime(" %Y-%m-%d %H:%M", time.localtime(peak.measured_at)) if peak.measured_at else ""

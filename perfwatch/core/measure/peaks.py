@@ -12,30 +12,26 @@ no form factor at all. So `identify_gpu` also weighs the memory size and the
 board's *default* power limit (its TDP; an admin's cap changes the enforced
 limit, not this), and says which evidence decided.
 
-CPU: no table can be right, so the peak is *measured*: best of N torch matmuls,
-cached per CPU model, thread count, torch version and dtype.
+CPU: no table can be right, so the peak is *measured* (measure/host_peak.py): best of N torch
+matmuls, cached per CPU model, thread count, torch version and dtype.
 """
 
 from __future__ import annotations
 
-import math
 import re
-import time
-from collections.abc import Callable, Mapping
-from pathlib import Path
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from perfwatch.core.control.peak_values import PEAK_DTYPES, parse_flops
-from perfwatch.core.layout import CPU_PEAK_CACHE, user_cache_dir, write_json_atomic
 
 if TYPE_CHECKING:
     from perfwatch.core.telemetry.types import GpuSample
 
 __all__ = [
-    "DTYPES", "GPU_MODELS", "GpuModel", "Identification", "PeakFlops", "cpu_peak", "gpu_peak",
+    "DTYPES", "GPU_MODELS", "GpuModel", "Identification", "PeakFlops", "gpu_peak",
     "identify_gpu", "normalize_dtype", "parse_flops", "peak_for", "peak_for_sample",
 ]
 
@@ -254,114 +250,6 @@ def peak_for(
     if peak is None:
         return None, f"{ident.model.label} has no {dtype} peak (no such hardware path)"
     return peak, ident.evidence
-
-
-# ---- CPU: measured ---------------------------------------------------------------
-_TORCH_DTYPES = {"fp32": "float32", "bf16": "bfloat16", "fp16": "float16"}
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            if line.lower().startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    import platform  # only here: importing it costs ~2 ms of every `perfwatch report`
-
-    return platform.processor() or platform.machine() or "unknown cpu"
-
-
-def cache_dir() -> Path:
-    """The user's cache folder (layout.user_cache_dir); a function here so tests can point it elsewhere."""
-    return user_cache_dir()
-
-
-def measure_matmul(dtype: str = "fp32", *, size: int = 2048, repeats: int = 5, threads: int | None = None) -> float:
-    """Best-of-`repeats` FLOP/s of an n x n torch matmul on the CPU (2 n^3 FLOPs each)."""
-    import torch
-
-    tdtype = getattr(torch, _TORCH_DTYPES[dtype])
-    old = torch.get_num_threads()
-    if threads is not None:
-        torch.set_num_threads(threads)
-    try:
-        a = torch.randn(size, size).to(tdtype)
-        b = torch.randn(size, size).to(tdtype)
-        torch.matmul(a, b)  # warm-up: allocation, thread pool, kernel selection
-        best = math.inf
-        for _ in range(max(repeats, 1)):
-            t0 = time.perf_counter()
-            torch.matmul(a, b)
-            best = min(best, time.perf_counter() - t0)
-    finally:
-        torch.set_num_threads(old)
-    return 2.0 * size**3 / best
-
-
-def cpu_peak(
-    dtype: str = "fp32",
-    *,
-    threads: int | None = None,
-    cache: Path | None = None,
-    refresh: bool = False,
-    measure: Callable[[str, int], float] | None = None,
-) -> PeakFlops:
-    """The host's measured matmul peak for `dtype` over `threads` (torch's count by default), cached."""
-    import json  # lazy: not on `report`'s path (~2 ms of start-up)
-
-    import torch
-
-    if dtype not in _TORCH_DTYPES:
-        raise ValueError(f"no CPU matmul for {dtype}; use one of {sorted(_TORCH_DTYPES)}")
-    n_threads = threads or torch.get_num_threads()
-    model = cpu_model()
-    key = f"{model}|threads={n_threads}|torch={torch.__version__}|{dtype}"
-    path = (cache or cache_dir()) / CPU_PEAK_CACHE
-    table: dict[str, Any] = {}
-    try:
-        loaded = json.loads(path.read_text())
-        if isinstance(loaded, dict):
-            table = loaded
-    except (OSError, ValueError):
-        pass
-    entry = table.get(key)
-    if refresh or not isinstance(entry, dict) or not isinstance(entry.get("flops"), int | float):
-        run = measure or (lambda dt, th: measure_matmul(dt, threads=th))
-        flops = float(run(dtype, n_threads))
-        entry = {"flops": flops, "measured_at": time.time()}
-        table[key] = entry
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_json_atomic(path, table)
-        except OSError:
-            pass  # an unwritable cache only costs a re-measure next time
-    label = f"cpu: {model} x {n_threads} threads"
-    when = entry.get("measured_at")
-    return PeakFlops(label, dtype, float(entry["flops"]), f"measured: torch {dtype} matmul, best of N", measured=True,
-                     measured_at=float(when) if isinstance(when, int | float) else None)
-
-
-
-def cached_cpu_peak(dtype: str = "fp32", *, threads: int | None = None, cache: Path | None = None) -> PeakFlops | None:
-    """The measured CPU peak if this host measured it before (report, live view); never measures, no torch.
-
-    Measuring is on purpose only (`perfwatch peak --measure`, measure/host_peak.py): a matmul
-    benchmark would steal the very cores the runs are using, and importing torch costs a command
-    a quarter of a second.
-    """
-    from perfwatch.core.measure.host_peak import lookup
-
-    found = lookup(dtype, threads, cache)
-    return found.peak() if found is not None else None
-
-
-class _NotCached(Exception):
-    pass
-
-
-def _refuse(dtype: str, threads: int) -> float:
-    raise _NotCached(dtype)
 
 
 def peak_for_sample(gpu: GpuSample, dtype: str) -> tuple[PeakFlops | None, str]:

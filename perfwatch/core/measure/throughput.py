@@ -229,9 +229,10 @@ def warmup_stats(values: Sequence[float], discard: int = DEFAULT_DISCARD) -> Ite
 
 
 def train_item_stats(view: RunView, discard: int = DEFAULT_DISCARD) -> ItemStats:
-    """Mila's train_item over the run's throughput observations (samples/s).
+    """Mila's train_item over the run's throughput observations (in the run's `count_unit` per second).
 
     For very long runs the oldest stored points are averaged pairs (bounded
     series), so "the first `discard`" then covers more than `discard` records.
     """
-    return warmup_stats([rate for _, rate in view.throughput], discard)
+    stats = warmup_stats([rate for _, rate in view.throughput], discard)
+    return stats if view.count_unit == "samples" else msgspec.structs.replace(stats, unit=f"{view.count_unit}/sec")
