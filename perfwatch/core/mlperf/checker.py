@@ -161,7 +161,34 @@ def _split_messages(checker: mlp_compliance.ComplianceChecker) -> tuple[tuple[st
     return tuple(str(m) for m in errors), tuple(str(m) for m in checker.warnings.values())
 
 
-def check_file(
+def check_file(path: str | Path, *, ruleset: str | None = None, root: str | Path | None = None) -> CheckResult:
+    """The official checker's verdict on one file, run in the bounded worker (`bounded.py`): only on a file
+    perfwatch parsed as valid mllog (another fails with the reason, as the checker fails parse errors),
+    within a time budget. Never raises for bad input."""
+    from perfwatch.core.mlperf import bounded
+
+    path = Path(path)
+    run_id = run_id_for(path, Path(root)) if root is not None else path.as_posix()
+    if path.is_file():
+        why = bounded.unreadable(str(path))
+        if why is not None:
+            benchmark, _division, _unsafe, first_ms = log_facts(path)
+            chosen = choose(ruleset, path, benchmark, first_ms)
+            return CheckResult(run_id, str(path), chosen.ruleset, benchmark, config_for(chosen.ruleset, benchmark),
+                               False, ("Log lines had parsing errors.",), error=f"not run: {why}",
+                               ruleset_why=chosen.why)
+    try:
+        data = bounded.compliance(str(path), ruleset, None if root is None else str(root))
+    except bounded.OfficialTimeout as exc:
+        return CheckResult(run_id, str(path), ruleset, None, None, False, error=f"stopped: {exc}")
+    except bounded.OfficialFailure as exc:
+        return CheckResult(run_id, str(path), ruleset, None, None, False, error=f"the official checker crashed: {exc}")
+    return CheckResult(str(data["run_id"]), str(data["path"]), data["ruleset"], data["benchmark"], data["config"],
+                       bool(data["passed"]), tuple(data["messages"]), tuple(data["warnings"]), tuple(data["log"]),
+                       data["error"], str(data["ruleset_why"]))
+
+
+def check_here(
     path: str | Path,
     *,
     ruleset: str | None = None,
@@ -169,7 +196,7 @@ def check_file(
     quiet: bool = False,
     werror: bool = False,
 ) -> CheckResult:
-    """Run the official checker on one file; never raises for bad input."""
+    """Run the official checker on one file in this process (the bounded worker's side); never raises."""
     path = Path(path)
     run_id = run_id_for(path, Path(root)) if root is not None else path.as_posix()
     if ruleset is not None and ruleset not in training_rulesets():

@@ -2,10 +2,11 @@
 is its score normalised (what MLPerf's review writes into scaling.json)?
 
 Offline (`folder_verdict`) the verdict is mlperf_logging's own RCP checker, called as its package
-checker calls it: `rcp_checker.check_directory(folder, "training", ruleset, verbose=False,
-bert_train_samples=True, rcp_pass="pruned_rcps")` (bert counted in samples, what the package
-checker's `--rcp_bert_train_samples` does), with `set_scaling=False`, so nothing is written into
-the user's folder. Groups that are not a `result_N.txt` folder (a perfwatch LOGDIR's repeats) are
+checker and result summarizer call it: `rcp_checker.check_directory(folder, "training", ruleset,
+verbose=False, bert_train_samples=False, rcp_pass="pruned_rcps")` (their defaults), with
+`set_scaling=False`, so nothing is written into the user's folder. It runs in a worker process with
+a time budget (`bounded.py`), and only on files perfwatch parsed as valid mllog: a folder holding
+another gets `n/a` naming that file. Groups that are not a `result_N.txt` folder (a perfwatch LOGDIR's repeats) are
 handed to it as a temporary folder of `result_N.txt` symlinks.
 
 Live (`project`) no anchor has this: from the runs that have finished so far, the checker's own
@@ -37,7 +38,7 @@ from perfwatch.core.mlperf.rule_text import quoted_counts
 
 USAGE = "training"
 RCP_PASS = "pruned_rcps"
-BERT_TRAIN_SAMPLES = True
+BERT_TRAIN_SAMPLES = False  # the summarizer's and the package checker's default
 
 
 class RcpVerdict(msgspec.Struct, frozen=True):
@@ -97,6 +98,8 @@ def not_applicable(benchmark: str | None, ruleset: str | None, division: str | N
         return "minigo has no RCP check"
     if rcp_file(benchmark, ruleset) is None:
         return f"ruleset {ruleset} has no RCP for {benchmark}"
+    if required_runs(benchmark) is None:  # the checker stops with KeyError; the summarizer then gives no RCP
+        return f"mlperf_logging's RCP checker has no submission size for {benchmark} (no RCP verdict, as in the summarizer)"
     return None
 
 
@@ -181,7 +184,8 @@ def _trimmed_mean(epochs: Sequence[float], benchmark: str) -> float | None:
 
 
 def folder_verdict(paths: Sequence[str], benchmark: str | None, ruleset: str | None,
-                   division: str | None, *, cache: Path | None = None, as_benchmark: bool = False) -> RcpVerdict:
+                   division: str | None, *, cache: Path | None = None, as_benchmark: bool = False,
+                   refused: Sequence[str] | None = None) -> RcpVerdict:
     """mlperf_logging's RCP verdict on one benchmark folder's run logs (module docstring).
 
     Judged only on a complete folder (as many runs as a submission holds: a partial one is what
@@ -190,6 +194,8 @@ def folder_verdict(paths: Sequence[str], benchmark: str | None, ruleset: str | N
     sizes and modification times, the ruleset and the mlperf_logging version.
     `as_benchmark`: the logs stand in for `benchmark` (a campaign's `mlperf:`): the checker reads copies
     of them that name it (as `project` does).
+    `refused`: why some of `paths` are not valid mllog (`bounded.unreadable`), when the caller parsed them
+    already; else each file is parsed here first. Such a folder is not handed to the checker.
     """
     why = not_applicable(benchmark, ruleset, division)
     if why is not None or not paths:
@@ -203,13 +209,26 @@ def folder_verdict(paths: Sequence[str], benchmark: str | None, ruleset: str | N
     hit = _cached(key, cache)
     if hit is not None:
         return hit
-    verdict = _run_checker(paths, benchmark, ruleset, as_benchmark)
+    from perfwatch.core.mlperf import bounded
+
+    if refused is None:
+        refused = [why for why in map(bounded.unreadable, paths) if why is not None]
+    if refused:
+        more = f" (and {len(refused) - 1} more file(s))" if len(refused) > 1 else ""
+        return RcpVerdict("n/a", 1.0, None, f"not checked: {refused[0]}{more}")
+    try:
+        verdict = RcpVerdict(**bounded.rcp_verdict(paths, benchmark, ruleset, as_benchmark))
+    except bounded.OfficialTimeout as exc:
+        return RcpVerdict("n/a", 1.0, None, f"the RCP checker was stopped: {exc}")
+    except bounded.OfficialFailure as exc:
+        return RcpVerdict("fail", 1.0, None, f"the RCP checker failed: {exc}")
     if key is not None and not verdict.message.startswith("the RCP checker failed"):
         _store(key, verdict, cache)
     return verdict
 
 
-def _run_checker(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark: bool = False) -> RcpVerdict:
+def run_checker_here(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark: bool = False) -> RcpVerdict:
+    """mlperf_logging's RCP checker in this process (the bounded worker's side: `folder_verdict` calls it there)."""
     from mlperf_logging.rcp_checker import rcp_checker as rc
 
     from perfwatch.core.mlperf.checker import captured_logs

@@ -197,6 +197,17 @@ def minutes_of(view: RunView) -> float | None:
     return ttt / MS_PER_MINUTE if view.converged and ttt else None
 
 
+def refused_files(members: list[RunView]) -> list[str]:
+    """Why some runs' files are not handed to mlperf_logging's code (lines that carry :::MLLOG and do not
+    parse: `mlperf.bounded`), from what reading them found."""
+    bad = [v for v in members if v.bad_count]
+    if not bad:
+        return []
+    from perfwatch.core.mlperf.bounded import refusal
+
+    return [why for v in bad if (why := refusal(v.path, v.bad_count, v.bad_lines[0] if v.bad_lines else None))]
+
+
 def group_ruleset(members: list[RunView]) -> tuple[str | None, str]:
     """The ruleset of a group's runs and why; says so when its runs disagree."""
     seen = {(v.ruleset, v.ruleset_why) for v in members if v.ruleset}
@@ -299,11 +310,13 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
         ruleset, why = group_ruleset(members)
         division = next((v.division for v in members if v.division), None)
         stand_in = next((v.stands_for for v in members if v.stands_for is not None), None)
+        refused = refused_files(members)
         if stand_in is None:
-            verdict = rcp.folder_verdict([v.path for v in members], scored.benchmark, ruleset, division)
+            verdict = rcp.folder_verdict([v.path for v in members], scored.benchmark, ruleset, division,
+                                         refused=refused)
         else:  # a campaign's job standing in for an MLPerf benchmark (its `mlperf:`), its logs naming none
             verdict = rcp.folder_verdict([v.path for v in members], stand_in.benchmark, stand_in.ruleset,
-                                         stand_in.division, as_benchmark=True)
+                                         stand_in.division, as_benchmark=True, refused=refused)
         energy = energy_group(members, scored)
         benches.append(
             {
