@@ -211,3 +211,19 @@ def test_check_json_carries_the_rcp_verdict(capsys, tmp_path: Path, mlperf_logs:
     assert len(runs) == 10 and len({json.dumps(r["rcp"]) for r in runs}) == 1  # one folder, one verdict
     assert runs[0]["rcp"]["verdict"] == ("pass" if ok else "fail")
     assert runs[0]["rcp"]["normalization"] == pytest.approx(norm)
+
+
+def test_division_comes_from_the_system_description(capsys) -> None:
+    """Intel's v3.1 bert logs say closed, its systems/*.json says open (what the summarizer and the package
+    checker read): no RCP verdict, where the logs' division would give one."""
+    intel = Path(__file__).parent / "data/mlperf-more/v3.1/Intel"
+    described = json.loads((intel / "systems/16-nodes-SPR-pytorch-open.json").read_text())["division"]
+    assert described == "open"
+    folder = intel / "results/16-nodes-SPR-pytorch-open/bert"
+    assert '"submission_division", "value": "closed"' in (folder / "result_0.txt").read_text(encoding="latin-1")
+    assert main(["report", str(intel), "--format", "json", "--no-cpu-peak"]) == 0
+    (bench,) = json.loads(capsys.readouterr().out)["benchmarks"]
+    assert bench["division"] == "open" and bench["rcp"]["verdict"] == "n/a"
+    assert bench["division_source"] == "systems/16-nodes-SPR-pytorch-open.json (the logs say closed)"
+    main(["check", str(intel), "--format", "json"])
+    assert {r["rcp"]["verdict"] for r in json.loads(capsys.readouterr().out)} == {"n/a"}

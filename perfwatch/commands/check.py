@@ -93,9 +93,11 @@ def run(args: argparse.Namespace) -> int:
 def rcp_verdicts(results: list[CheckResult]) -> dict[str, RcpVerdict]:
     """mlperf_logging's RCP verdict per benchmark folder (a results folder, or a job's repeats); folders of
     perfwatch's own workloads have none."""
+    from perfwatch.core.layout import is_result_name
     from perfwatch.core.mlperf.checker import log_facts
     from perfwatch.core.mlperf.rcp import folder_verdict
     from perfwatch.core.mlperf.rulesets import is_official
+    from perfwatch.core.mlperf.tree import division_of
     from perfwatch.core.results.summary import group_of_id
 
     groups: dict[str, list[CheckResult]] = {}
@@ -106,7 +108,8 @@ def rcp_verdicts(results: list[CheckResult]) -> dict[str, RcpVerdict]:
         first = members[0]
         if not (first.ruleset and is_official(first.benchmark, first.ruleset)):
             continue  # perfwatch's own workloads: no MLPerf RCP to speak of
-        division = log_facts(Path(first.path))[1]
+        folder_path = Path(first.path).parent if is_result_name(Path(first.path).stem) else None
+        division = division_of(folder_path, log_facts(Path(first.path))[1]).division
         out[folder] = folder_verdict([m.path for m in members], first.benchmark, first.ruleset, division)
     return out
 

@@ -308,7 +308,12 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
     for folder, members in groups.items():
         scored = score_group(members)
         ruleset, why = group_ruleset(members)
-        division = next((v.division for v in members if v.division), None)
+        from perfwatch.core.mlperf.tree import division_of
+
+        folder_path = os.path.dirname(members[0].path) if members[0].path else None
+        division_said = division_of(folder_path if group_dir(members) is not None else None,
+                                    next((v.division for v in members if v.division), None))
+        division = division_said.division
         stand_in = next((v.stands_for for v in members if v.stands_for is not None), None)
         refused = refused_files(members)
         if stand_in is None:
@@ -332,6 +337,8 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
                 "score_minutes": scored.score_minutes,
                 "ruleset": ruleset,
                 "ruleset_why": why,
+                "division": division,
+                "division_source": division_said.source,
                 "rcp": verdict.to_json(),
                 "stands_for": msgspec.to_builtins(stand_in) if stand_in is not None else None,
                 "note": scored.note,
