@@ -32,6 +32,7 @@ from perfwatch.core.mlperf.rulesets import (
     choose,
     config_for,
     is_official,
+    log_date_ms,
     ruleset_for,
 )
 from perfwatch.core.mlperf.targets import RULES_DIR, training_rulesets
@@ -123,8 +124,7 @@ def log_facts(path: Path) -> tuple[str | None, str | None, list[str], float | No
                 bench = ev.value
             elif ev.key == "submission_division" and division is None and isinstance(ev.value, str):
                 division = ev.value
-    first = next((ev.time_ms for ev in events if ev.time_ms), None)
-    return bench, division, unsafe, first
+    return bench, division, unsafe, log_date_ms(ev.time_ms for ev in events)
 
 
 # ---- running the official checker ----------------------------------------------------------------------------

@@ -50,7 +50,7 @@ import msgspec
 from perfwatch.core.ingest.mllog import Event
 from perfwatch.core.mlperf import rule_files
 from perfwatch.core.mlperf.rule_text import division_budget, enqueued_config
-from perfwatch.core.mlperf.rulesets import config_for, ruleset_for
+from perfwatch.core.mlperf.rulesets import config_for, log_date_ms, ruleset_for
 from perfwatch.core.mlperf.targets import RULES_DIR, latest_ruleset
 
 MAX_BUFFERED = 50_000  # records before run_start judged at once; past this we judge with what we know
@@ -335,7 +335,7 @@ class LiveChecker:
         if self.config is None:
             bench = firsts.get("submission_benchmark")
             bench = bench if isinstance(bench, str) else None
-            first_ms = next((ev.time_ms for ev in buffer if ev.time_ms), None)
+            first_ms = log_date_ms(ev.time_ms for ev in buffer)
             self.ruleset = ruleset_for(None, bench, self._requested[0], first_ms)
             self.config = config_for(self.ruleset, bench)
         self._load(self.config)
