@@ -41,7 +41,7 @@ from pathlib import Path
 __all__ = [
     "EXIT_FILE", "LOCK_FILE", "MLLOG_FILE", "OUTPUT_FILE", "OWN_FILES", "REGISTRY_FILE", "REQUESTS_DIR",
     "RUN_FILES", "RUN_LOGS", "SCHEDULER_OUTPUT_FILE", "SLURM_BATCH_FILE", "SLURM_JOB_FILE", "TELEMETRY_FILE",
-    "POWER_DIR", "RANKS_DIR", "STACKS_DIR", "archived_name", "is_log_name", "is_power_log", "power_folder",
+    "POWER_DIR", "RANKS_DIR", "STACKS_DIR", "archived_name", "is_log_name", "is_meant_as_log", "is_power_log", "power_folder",
     "rank_file", "rank_of_file", "request_name", "run_dir", "run_id_for", "stacks_file", "write_json_atomic",
     "CPU_PEAK_CACHE", "RCP_CACHE", "RULES_CACHE_DIR", "user_cache_dir",
 ]
@@ -120,6 +120,13 @@ def is_result_name(stem: str) -> bool:
     """The stem of an MLPerf result file: `result_*`, as MLPerf's summarizer globs a benchmark folder
     (`result_3`, `result_5119-240510190348838227199_06`)."""
     return stem.startswith("result_")
+
+
+def is_meant_as_log(path: Path | str) -> bool:
+    """A file that is a run's log by its name alone (a run folder's mllog.txt, an MLPerf `result_*.txt`):
+    reported even when nothing in it decodes. Any other file is a log only if it holds a record."""
+    p = Path(path)
+    return p.name == MLLOG_FILE or (p.suffix == ".txt" and is_result_name(p.stem))
 
 
 # ---- MLPerf power measurements (a results tree's `power/` folders) ---------------------------------

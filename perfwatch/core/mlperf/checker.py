@@ -24,7 +24,7 @@ from mlperf_logging.compliance_checker import mlp_compliance
 
 from perfwatch.core.ingest.discover import discover, open_regular
 from perfwatch.core.ingest.mllog import TOKEN, parse_path
-from perfwatch.core.layout import MLLOG_FILE, run_id_for
+from perfwatch.core.layout import is_meant_as_log, run_id_for
 from perfwatch.core.mlperf.live_checks import ENQUEUE_KEYS, unsafe_rule_value
 from perfwatch.core.mlperf.rulesets import (
     PERFWATCH_RULES_DIR,
@@ -89,17 +89,12 @@ def _has_records(path: Path) -> bool:
     return False
 
 
-def _meant_as_log(path: Path) -> bool:
-    """A run folder's mllog.txt and a results tree's result_N.txt are checked even when empty."""
-    return path.name == MLLOG_FILE or (path.name.startswith("result_") and path.suffix == ".txt")
-
-
 def find_logs(root: str | Path) -> list[Path]:
     """The run logs under `root` (the RunBook's discovery), or `root` itself when it is a file."""
     root = Path(root)
     if root.is_file():
         return [root]
-    return [p for p in discover(root) if _meant_as_log(p) or _has_records(p)]
+    return [p for p in discover(root) if is_meant_as_log(p) or _has_records(p)]
 
 
 # ---- which rules --------------------------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import msgspec
 
 from perfwatch.core.ingest.discover import discover, open_regular
 from perfwatch.core.ingest.mllog import DEFAULT_MAX_LINE, Bytes, last_lines
-from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, run_id_for
+from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, is_meant_as_log, run_id_for
 from perfwatch.core.mlperf.rulesets import StandsFor, choose
 from perfwatch.core.mlperf.targets import Target
 from perfwatch.core.model.run import Run, RunView
@@ -148,7 +148,9 @@ class RunBook(msgspec.Struct):
             if run is None:
                 probe = self._new_run(run_id, path)
                 if not _feed_run(probe, lines, last):
-                    if probe.parser.bad_count:
+                    # no record: a log by its name (result_*.txt) is reported with its bad lines; any other
+                    # file (a .py or .pyc naming mllog, a pasted screenshot) is not a log
+                    if probe.parser.bad_count and is_meant_as_log(path):
                         self._adopt(probe, path)
                         return True
                     return False
