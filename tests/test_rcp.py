@@ -227,3 +227,25 @@ def test_division_comes_from_the_system_description(capsys) -> None:
     assert bench["division_source"] == "systems/16-nodes-SPR-pytorch-open.json (the logs say closed)"
     main(["check", str(intel), "--format", "json"])
     assert {r["rcp"]["verdict"] for r in json.loads(capsys.readouterr().out)} == {"n/a"}
+
+
+def test_the_checker_reads_the_same_from_the_lines_handed_to_it(tmp_path: Path) -> None:
+    """The RCP checker is handed copies holding only the lines its reader can use: on every bundled result
+    file its reader gets the same (converged, epochs, batch size, benchmark) from the copy as from the file."""
+    from perfwatch.core.mlperf.rcp import _write_relevant
+
+    files = sorted(p for tree in ("mlperf-logs", "mlperf-power", "mlperf-more")
+                   for p in (Path(__file__).parent / "data" / tree).rglob("result_*.txt") if "/power/" not in str(p))
+    assert len(files) == 65  # 35 + 10 + 20
+    logging.disable(logging.WARNING)
+    try:
+        for i, src in enumerate(files):
+            ruleset = "3.1.0" if "/v3.1/" in str(src) else "4.0.0" if "/v4.0/" in str(src) else "2.1.0"
+            copy = tmp_path / f"result_{i}.txt"
+            _write_relevant(str(src), str(copy))
+            assert copy.stat().st_size < src.stat().st_size
+            for bert_samples in (False, True):
+                assert rc.read_submission_file(str(copy), ruleset, bert_samples) == \
+                    rc.read_submission_file(str(src), ruleset, bert_samples), src
+    finally:
+        logging.disable(logging.NOTSET)
