@@ -310,14 +310,18 @@ def _read_into(fh: BinaryIO, buf: bytearray, size: int) -> int:
 
 
 def load(root: Path | str, *, ruleset: str | None = None, stand_ins: Mapping[str, StandsFor] | None = None,
-         targets: Mapping[str, Target] | None = None) -> RunBook:
+         targets: Mapping[str, Target] | None = None, progress: Callable[[int, int], None] | None = None) -> RunBook:
     """Read every log under `root` once (headless report/compare/package: no log tails kept);
-    `stand_ins`, `targets`: a campaign's `mlperf:` and target per run (as the live view's book has them)."""
+    `stand_ins`, `targets`: a campaign's `mlperf:` and target per run (as the live view's book has them);
+    `progress(done, total)`: called after each file."""
     root = Path(os.path.abspath(root))  # one spelling for the root and every path found under it
     book = RunBook(root.parent if root.is_file() else root, ruleset=ruleset, stand_ins=stand_ins or {},
                    targets=targets or {}, keep_tails=False)
     buffer = bytearray()  # one read buffer for every file: its memory is faulted in once
-    for path in discover(root):
+    paths = discover(root)
+    for done, path in enumerate(paths, 1):
+        if progress is not None:
+            progress(done, len(paths))
         try:
             blocks = iter_blocks(path, into=buffer)
             block = next(blocks, None)
