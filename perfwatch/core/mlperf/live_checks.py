@@ -90,6 +90,7 @@ class KeyRule(msgspec.Struct):
     atleast_one: Check | None
     enqueue: str | None  # rule file name pattern to load with this key's value
     budget: tuple[int, int] | None  # (open, closed) init minutes set by this key (submission_division)
+    uses_ll: bool = False  # some code of this rule reads the record as `ll` (else only `v` is built)
     pre: CodeType | None = None  # code run before the CHECKs of a record (the checker's PRE)
     post: CodeType | None = None  # code run after them (POST): updates the file's state `s`
     post_text: str = ""
@@ -216,17 +217,22 @@ def load_rule_file(path: str) -> RuleFile:
         alo = _compile_list(rec.get("ATLEAST_ONE_CHECK"))
         req = rec.get("REQ")
         stateful = not (common and name in ORDER_KEYS)  # `_order` judges these
+        checks = _compile_list(rec.get("CHECK"), stateful=stateful)
+        first_checks = _compile_list(rec.get("FIRST_CHECK"), stateful=stateful)
+        pre, post_code = _compile_code(rec.get("PRE")), _compile_code(post)
+        codes = [c for _, c, _ in (*checks, *first_checks, *alo)] + [c for c in (pre, post_code) if c is not None]
         rf.keys[name] = KeyRule(
             file=path,
             name=name,
             req=req.strip() if isinstance(req, str) else None,
-            checks=_compile_list(rec.get("CHECK"), stateful=stateful),
-            first_checks=_compile_list(rec.get("FIRST_CHECK"), stateful=stateful),
+            checks=checks,
+            first_checks=first_checks,
             atleast_one=alo[0] if alo else None,
             enqueue=enqueue,
             budget=division_budget(post),
-            pre=_compile_code(rec.get("PRE")),
-            post=_compile_code(post),  # its enqueue_config does nothing here: `_flush` loads rule files
+            uses_ll=any("ll" in _names(c) for c in codes),
+            pre=pre,
+            post=post_code,  # its enqueue_config does nothing here: `_flush` loads rule files
             post_text=post.strip(),
         )
     return rf
@@ -415,19 +421,22 @@ class LiveChecker:
                       f"({type(exc).__name__}: {exc})", ev.time_ms if ev is not None else None)
 
     @staticmethod
-    def _locals(ev: Event) -> dict[str, Any]:
+    def _locals(ev: Event, with_ll: bool = True) -> dict[str, Any]:
+        """What rule code sees: `v` (value and metadata) and, where it reads it, the record `ll`."""
+        if not with_ll:
+            return {"v": _v(ev)}
         line = _logline(ev)
         return {"ll": line, "v": line.value}
 
     def _eval(self, ev: Event, checks: tuple[Check, ...], state: dict[str, Any] | None = None,
-              local: dict[str, Any] | None = None) -> dict[str, Any] | None:
+              local: dict[str, Any] | None = None, with_ll: bool = True) -> dict[str, Any] | None:
         for text, code, member in checks:
             if member is not None:  # "'epoch_num' in v['metadata']": what eval would answer, without it
                 md = ev.md
                 ok = md is not None and member in md
             else:
                 if local is None:
-                    local = self._locals(ev)
+                    local = self._locals(ev, with_ll)
                 try:
                     ok = eval(code, state if state is not None else _EVAL_GLOBALS, local)
                 except Exception:
@@ -452,21 +461,21 @@ class LiveChecker:
         local = None
         if not (n > 1 and key.startswith("submission_")):  # the checker runs these on the first record only
             if rule.pre is not None and state is not None:
-                local = self._locals(ev)
+                local = self._locals(ev, rule.uses_ll)
                 self._exec(rule.pre, state, ev, "PRE", local)
             if rule.checks:
-                local = self._eval(ev, rule.checks, state, local)
+                local = self._eval(ev, rule.checks, state, local, rule.uses_ll)
             if rule.post is not None and state is not None:
-                self._exec(rule.post, state, ev, "POST", local)
+                self._exec(rule.post, state, ev, "POST", local if local is not None else self._locals(ev, rule.uses_ll))
         if rule.first_checks and key not in self._first_checked:
             self._first_checked.add(key)
-            self._eval(ev, rule.first_checks, state, local)
+            self._eval(ev, rule.first_checks, state, local, rule.uses_ll)
         if key == "run_stop":
             self._build_records()
         if rule.atleast_one is not None and key not in self._alo_hits:
             try:
                 hit = eval(rule.atleast_one[1], state if state is not None else _EVAL_GLOBALS,
-                           local if local is not None else self._locals(ev))
+                           local if local is not None else self._locals(ev, rule.uses_ll))
             except Exception:
                 hit = False
                 self._add("error", f"target:{key}", f"the official checker cannot evaluate {key}={ev.value!r}",
