@@ -255,9 +255,7 @@ def run_checker_here(paths: Sequence[str], benchmark: str, ruleset: str, as_benc
 
     with captured_logs() as lines, _as_results_folder(paths, benchmark if as_benchmark else None) as folder:
         try:
-            passed, msg, norm = rc.check_directory(folder, USAGE, ruleset, False, BERT_TRAIN_SAMPLES,
-                                                   rcp_file=None, rcp_pass=RCP_PASS, rcp_bypass=False,
-                                                   set_scaling=False)
+            passed, msg, norm = _check_directory(rc, folder, ruleset)
         except Exception as exc:  # the checker raises on logs it cannot read (no eval metadata, ...)
             return RcpVerdict("fail", 1.0, None, f"the RCP checker failed: {type(exc).__name__}: {exc}")
     # the mean the checker compared (it logs it; a second pass over the files would double the time)
@@ -270,6 +268,51 @@ def run_checker_here(paths: Sequence[str], benchmark: str, ruleset: str, as_benc
     if passed and float(norm) > 1.0:
         detail += f"; score normalised ×{float(norm):.4f}"
     return RcpVerdict("pass" if passed else "fail", float(norm), mean, detail)
+
+
+_CHECKERS: dict[tuple[str, str | None], Any] = {}
+
+
+def _checker(rc: Any, ruleset: str, benchmark: str | None) -> Any:
+    """One `RCP_Checker` per (ruleset, benchmark) for the worker's life: building one loads the RCP data and
+    computes its statistics and pruning (~30 ms), which `check_directory` does again for every folder."""
+    key = (ruleset, benchmark)
+    if key not in _CHECKERS:
+        _CHECKERS[key] = rc.RCP_Checker(USAGE, ruleset, benchmark, False, None)
+    return _CHECKERS[key]
+
+
+def _check_directory(rc: Any, folder: str, ruleset: str) -> tuple[bool, str, float]:
+    """`rc.check_directory(folder, "training", ruleset, False, BERT_TRAIN_SAMPLES, rcp_pass=RCP_PASS,
+    rcp_bypass=False, set_scaling=False)`, step for step with the checker's own functions, but for the
+    `RCP_Checker` it builds anew per folder: a kept one (`_checker`)."""
+    import glob
+
+    files = glob.glob(f"{folder.rstrip('/')}/result_*.txt")
+    bs, subm_epochs, benchmark = rc.get_submission_epochs(files, ruleset, BERT_TRAIN_SAMPLES)
+    norm = 1.0
+    checker = _checker(rc, ruleset, benchmark)
+    if bs == -1:
+        return False, "Could not detect global_batch_size", norm
+    if subm_epochs is None:
+        return False, "Insufficient convergence", norm
+    record = checker._find_rcp(bs, RCP_PASS)
+    if record is not None:
+        ok, norm = checker._eval_submission_record(record, subm_epochs, "")
+        return ok, "RCP found", norm
+    low = checker._find_top_min_rcp(bs, RCP_PASS)
+    high = checker._find_bottom_max_rcp(bs, RCP_PASS)
+    if low is not None and high is not None:
+        _name, interp = checker._create_interp_rcp(bs, low, high)
+        ok, norm = checker._eval_submission_record(interp, subm_epochs, "")
+        return ok, "RCP Interpolation", norm
+    if low is not None:
+        return False, f"Missing RCP, please submit RCP with BS = {bs}", norm
+    if high is not None:
+        ok, norm = checker._eval_submission_record(checker._find_min_rcp(RCP_PASS), subm_epochs, "")
+        return ok, ("RCP not found but slower convergence on smaller batch size" if ok
+                    else f"Missing RCP, please submit RCP with BS = {bs}"), norm
+    return False, "Cannot find any RCPs", norm
 
 
 _MEAN_LOGGED = r"Submission mean epochs: ([0-9.eE+-]+)"  # compiled only when the checker runs
