@@ -92,7 +92,7 @@ def test_every_rule_file_of_every_ruleset_is_compiled_whole() -> None:
             if not isinstance(key, dict) or not isinstance(key.get("NAME"), str):
                 continue
             rule = rf.keys[key["NAME"]]
-            if "POST" in key:
+            if "POST" in key and not (path.name == COMMON_FILE and key["NAME"] in ORDER_KEYS):
                 assert rule.post is not None, (path, key["NAME"])
             if "CHECK" in key and not (path.name == COMMON_FILE and key["NAME"] in ORDER_KEYS):
                 texts = key["CHECK"] if isinstance(key["CHECK"], list) else [key["CHECK"]]

@@ -219,7 +219,9 @@ def load_rule_file(path: str) -> RuleFile:
         stateful = not (common and name in ORDER_KEYS)  # `_order` judges these
         checks = _compile_list(rec.get("CHECK"), stateful=stateful)
         first_checks = _compile_list(rec.get("FIRST_CHECK"), stateful=stateful)
-        pre, post_code = _compile_code(rec.get("PRE")), _compile_code(post)
+        # the order keys' PRE/POST feed only the state their skipped CHECKs read: `_order` keeps its own
+        pre = _compile_code(rec.get("PRE")) if stateful else None
+        post_code = _compile_code(post) if stateful else None
         codes = [c for _, c, _ in (*checks, *first_checks, *alo)] + [c for c in (pre, post_code) if c is not None]
         rf.keys[name] = KeyRule(
             file=path,
