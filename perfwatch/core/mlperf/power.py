@@ -111,16 +111,23 @@ def read_node(path: Path) -> NodePower:
     start_found = stop_found = False
     where = f"{path.parent.name}/{path.name}"
     for e in records:
-        t = e.time_ms
-        if e.key == POWER_START:
-            start, prev, start_found = t, t, True
-        elif e.key == POWER_READING and start_found and not stop_found:
-            watt_ms += _number(e.value, POWER_READING, where) * (t - prev)
-            prev = t
-            last = max(last, t)
-        elif e.key == POWER_STOP:
-            stop, stop_found = t, True
-        elif e.key == CONVERSION_EFF:
+        key = e.key
+        if key == POWER_READING:  # most records: tested first, the number checked inline
+            if start_found and not stop_found:
+                value = e.value
+                if type(value) is not int and type(value) is not float:
+                    _number(value, POWER_READING, where)  # raises PowerError
+                t = e.time_ms
+                watt_ms += value * (t - prev)
+                prev = t
+                if t > last:
+                    last = t
+        elif key == POWER_START:
+            start = prev = e.time_ms
+            start_found = True
+        elif key == POWER_STOP:
+            stop, stop_found = e.time_ms, True
+        elif key == CONVERSION_EFF:
             eff = _number(e.value, CONVERSION_EFF, where)
     if not start_found:
         raise PowerError(f"{where}: no {POWER_START} record (MLPerf's summarizer stops on it)")
