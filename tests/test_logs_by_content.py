@@ -32,7 +32,7 @@ def test_code_and_screenshots_are_not_runs(tmp_path: Path, capsys: pytest.Captur
     assert main(["report", str(tree), "--format", "json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     broken = next(r for r in rep["runs"] if r["path"].endswith("result_5.txt"))
-    assert broken["bad_lines"] == 1 and broken["status"] == "no run_start"
+    assert broken["bad_lines"] == 1 and broken["converged"] is False
     assert [b["runs"] for b in rep["benchmarks"]] == [6]
 
 

@@ -16,7 +16,14 @@ from typing import Any
 
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.view import RunView
-from perfwatch.core.results.summary import BENCH_COLUMNS, RUN_COLUMNS, Report, cells, counts_line, shown_columns
+from perfwatch.core.results.summary import (
+    BENCH_COLUMNS,
+    RUN_COLUMNS,
+    Report,
+    cells,
+    counts_line,
+    shown_columns,
+)
 from perfwatch.core.telemetry.jsonl import read_telemetry
 from perfwatch.exporters import svg
 from perfwatch.exporters.svg import esc
