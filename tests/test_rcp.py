@@ -249,3 +249,17 @@ def test_the_checker_reads_the_same_from_the_lines_handed_to_it(tmp_path: Path) 
                     rc.read_submission_file(str(src), ruleset, bert_samples), src
     finally:
         logging.disable(logging.NOTSET)
+
+
+def test_the_readers_samples_count_benchmarks_are_the_installed_readers() -> None:
+    """`rcp.READER_SAMPLES_COUNT` mirrors the set literal in the installed `read_submission_file`: a newer
+    mlperf_logging that counts another benchmark in samples fails this test, not a verdict."""
+    import ast
+    import inspect
+
+    from perfwatch.core.mlperf.rcp import READER_SAMPLES_COUNT
+
+    tree = ast.parse(inspect.getsource(rc.read_submission_file))
+    sets = [{c.value for c in node.elts if isinstance(c, ast.Constant)} for node in ast.walk(tree)
+            if isinstance(node, ast.Set)]
+    assert set(READER_SAMPLES_COUNT) in sets

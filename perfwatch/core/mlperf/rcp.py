@@ -139,8 +139,9 @@ _RCP_NEEDLES = (b"global_batch_size", b"submission_benchmark", b"eval_error", b"
 
 
 def _write_relevant(src_path: str, dst_path: str) -> None:
-    """A copy of the log with only its lines that carry the token and one of `_RCP_NEEDLES`, in order:
-    each needle is searched for in the whole file (a C-speed scan), not each line tested in Python."""
+    """A copy of the log with only the lines the RCP checker's reader can use, in order: those that carry
+    the token and one of `_RCP_NEEDLES` (each needle is searched for in the whole file, a C-speed scan,
+    not each line tested in Python), less the evals a later eval overwrites (`_overwritten_evals`)."""
     with open(src_path, "rb") as fh:
         data = fh.read()
     token = _TOKEN.encode()
@@ -154,12 +155,79 @@ def _write_relevant(src_path: str, dst_path: str) -> None:
             if data.find(token, start, end) >= 0:
                 spans.add((start, end))
             at = data.find(needle, end)
+    lines = [data[start:end] for start, end in sorted(spans)]
+    dropped = _overwritten_evals(lines)
     with open(dst_path, "wb") as out:
-        for start, end in sorted(spans):
-            line = data[start:end]
-            out.write(line if line.endswith(b"\n") else line + b"\n")
+        for i, line in enumerate(lines):
+            if i not in dropped:
+                out.write(line if line.endswith(b"\n") else line + b"\n")
 
 
+# the checker's reader (`read_submission_file`) counts these benchmarks' convergence in eval samples
+# (`samples_count`), every other in `epoch_num`; stable diffusion keeps every eval (tests/test_rcp.py
+# compares this set with the reader's source)
+READER_SAMPLES_COUNT = frozenset({"llama2_70b_lora", "flux1", "llama31_405b", "llama31_8b", "gpt_oss_20b",
+                                  "deepseekv3_671b", "qwen35_397b_grpo", "dlrmv4"})
+_READER_TOKEN = _TOKEN + " "  # the reader's TOKEN
+_EVAL_WORDS = ("eval_error", "eval_accuracy")
+_OTHER_WORDS = ("global_batch_size", "submission_benchmark", "train_samples", "run_stop")
+
+
+def _overwritten_evals(lines: Sequence[bytes]) -> set[int]:
+    """Indices of eval lines whose only effect on the reader is overwritten: the reader keeps the last eval's
+    epochs (or samples) seen before run_stop, so an eval followed by another eval with no run_stop between
+    changes nothing, provided it holds the fields the reader takes from it (else it would raise there,
+    and it is kept). Nothing is dropped where the reader works otherwise: stable diffusion (every eval
+    counts), bert counted in train_samples, a submission_benchmark it cannot read."""
+    if BERT_TRAIN_SAMPLES:
+        return set()
+    import json
+
+    texts = []
+    for line in lines:
+        text = line.decode("latin-1")
+        at = text.rfind(_READER_TOKEN)
+        texts.append(text[at + len(_READER_TOKEN):].strip() if at >= 0 else "")
+    benchmark: Any = None
+    branch: list[Any] = []  # the reader's benchmark when it reaches each line
+    for text in texts:
+        if "submission_benchmark" in text:
+            try:
+                benchmark = json.loads(text)["value"]
+            except (ValueError, KeyError, TypeError):
+                return set()
+            if benchmark == "stable_diffusion":
+                return set()
+        branch.append(benchmark)
+    dropped: set[int] = set()
+    overwritten = False
+    for i in range(len(texts) - 1, -1, -1):
+        text = texts[i]
+        if "run_stop" in text:
+            overwritten = False
+        if not any(w in text for w in _EVAL_WORDS):
+            continue
+        if overwritten and not any(w in text for w in _OTHER_WORDS) and _reader_takes(text, branch[i]):
+            dropped.add(i)
+        overwritten = True
+    return dropped
+
+
+def _reader_takes(text: str, benchmark: Any) -> bool:
+    """The reader can take its epochs (or samples) from this eval line without raising."""
+    import json
+
+    try:
+        record = json.loads(text)
+        metadata = record["metadata"]
+        if benchmark in READER_SAMPLES_COUNT:
+            metadata["samples_count"]  # noqa: B018  (what the reader reads)
+            record["value"]  # noqa: B018
+        else:
+            round(metadata["epoch_num"], 3)
+    except Exception:
+        return False
+    return True
 
 
 def _write_named(src_path: str, dst_path: str, benchmark: str) -> None:
