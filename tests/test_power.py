@@ -156,7 +156,7 @@ def test_compare_gives_the_energy_score_ratio_and_its_interval(tmp_path: Path,
     assert "energy score (MLPerf power log)" in text and f"{row['energy_score_ratio']:.2f}×" in text
 
 
-def test_report_and_compare_leave_the_tree_byte_identical(tmp_path: Path,
+def test_every_command_leaves_the_tree_byte_identical(tmp_path: Path,
                                                           capsys: pytest.CaptureFixture[str]) -> None:
     tree = tmp_path / "tree"
     shutil.copytree(POWER, tree)
@@ -166,5 +166,9 @@ def test_report_and_compare_leave_the_tree_byte_identical(tmp_path: Path,
     folder = tree / "v4.0/smc-dc-power/results/1xSMC-H100-SXM-80GB/resnet"
     main(["compare", str(folder), str(folder)])
     main(["check", str(folder)])
+    main(["check", str(tree), "--format", "json"])
+    main(["attach", str(tree), "--once"])
+    main(["report", str(tree), "--mila-json", str(tmp_path / "mila")])  # written outside the tree
     capsys.readouterr()
     assert _tree_digest(tree) == before
+    assert len(list((tmp_path / "mila").glob("*.json"))) == 10
