@@ -133,9 +133,9 @@ def _as_results_folder(paths: Sequence[str], named: str | None = None) -> Iterat
 
 
 # every branch of the checker's `read_submission_file` needs one of these in a line carrying the token:
-# a line with none of them changes nothing it computes
-_RCP_NEEDLES = (b"global_batch_size", b"submission_benchmark", b"eval_error", b"eval_accuracy", b"train_samples",
-                b"run_stop")
+# a line with none of them changes nothing it computes (train_samples counts only with BERT_TRAIN_SAMPLES)
+_RCP_NEEDLES = (b"global_batch_size", b"submission_benchmark", b"eval_error", b"eval_accuracy", b"run_stop",
+                *((b"train_samples",) if BERT_TRAIN_SAMPLES else ()))
 
 
 def _write_relevant(src_path: str, dst_path: str) -> None:
