@@ -93,7 +93,11 @@ class Worker:
         except OSError as exc:
             self.close()
             raise OfficialFailure(f"the worker for mlperf_logging is gone ({exc})") from exc
-        line = self._read_line(proc, budget_s)
+        try:
+            line = self._read_line(proc, budget_s)
+        except OfficialFailure:
+            self.close()
+            raise
         if line is None:
             self.close()
             raise OfficialTimeout(f"mlperf_logging did not finish within {budget_s:g} s")
@@ -108,7 +112,7 @@ class Worker:
 
     @staticmethod
     def _read_line(proc: subprocess.Popen[bytes], budget_s: float) -> bytes | None:
-        """One answer line, or None when the deadline passes (or the worker dies) first."""
+        """One answer line, or None when the deadline passes first (OfficialFailure: the worker died)."""
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
         deadline = time.monotonic() + budget_s
@@ -121,7 +125,7 @@ class Worker:
                     return None
                 chunk = os.read(fd, 1 << 16)
                 if not chunk:
-                    return None
+                    raise OfficialFailure(f"the worker for mlperf_logging exited ({proc.poll()})")
                 parts.append(chunk)
                 if chunk.endswith(b"\n"):
                     return b"".join(parts)
