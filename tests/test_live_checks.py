@@ -37,15 +37,19 @@ def test_live_verdict_matches_official_on_broken_copies(tmp_path: Path, base: st
         assert checker.passed == official.passed, (breaker.__name__, checker.findings(), official.messages)
 
 
-def test_what_cannot_be_judged_live(tmp_path: Path) -> None:
-    """END blocks use the checker's cross-line state: closed resnet's list of initialized tensors."""
+def test_end_blocks_are_judged_live(tmp_path: Path) -> None:
+    """END blocks use the checker's cross-line state: closed resnet's list of initialized tensors, built
+    by each weights_initialization record's POST and compared at the end."""
     src = DATA / "v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_0.txt"
     lines = src.read_text(encoding="latin-1").splitlines()
     i = next(n for n, ln in enumerate(lines) if '"key": "weights_initialization"' in ln)
     broken = tmp_path / "result_0.txt"
     broken.write_text("\n".join(lines[:i] + lines[i + 1:]) + "\n", encoding="latin-1")
     assert check_file(broken, ruleset="2.1.0").passed is False
-    assert live(broken, "2.1.0").passed is True  # documented gap: END CHECKs are not judged live
+    judged = live(broken, "2.1.0")
+    assert judged.passed is False
+    assert any(f.rule == "end" and "initialized_tensors" in f.message for f in judged.errors())
+    assert live(src, "2.1.0").passed is check_file(src, ruleset="2.1.0").passed is True
 
 
 def test_findings_appear_while_the_run_is_going() -> None:

@@ -152,7 +152,7 @@ def test_it_is_signed_and_plans_without_it_keep_their_digest(tmp_path: Path) -> 
 
 # ---- the live RCP projection of a campaign whose job stands for bert ---------------------------------------
 BERT = "v2.1/MosaicML/results/8xA100_80GB-baseline/bert"
-_TRAIN_SAMPLES = re.compile(r'("key": "train_samples", "value": )(\d+)')
+_EPOCH_NUM = re.compile(r'("epoch_num": )(\d+)')  # bert logs samples there; the RCP checker counts them
 _NAMED = re.compile(r'("key": "submission_benchmark", "value": )"bert"')
 STANDIN = f"""
     name: standin
@@ -165,12 +165,13 @@ STANDIN = f"""
 
 
 def bert_logs(src: Path, factor: float, named: str | None) -> list[str]:
-    """MosaicML's bert logs converging at `factor` times their samples, naming `named` (None: no
-    submission_benchmark at all) instead of bert: as a stand-in workload would log."""
+    """MosaicML's bert logs converging at `factor` times their samples (each `epoch_num`, which bert logs
+    in samples), naming `named` (None: no submission_benchmark at all) instead of bert: as a stand-in
+    workload would log."""
     out = []
     for i in range(10):
         text = (src / f"result_{i}.txt").read_text(encoding="latin-1")
-        text = _TRAIN_SAMPLES.sub(lambda m: m.group(1) + str(int(int(m.group(2)) * factor)), text)
+        text = _EPOCH_NUM.sub(lambda m: m.group(1) + str(int(int(m.group(2)) * factor)), text)
         if named is None:
             text = "".join(ln for ln in text.splitlines(keepends=True) if '"submission_benchmark"' not in ln)
         else:
@@ -193,12 +194,13 @@ def as_bert_results(texts: list[str], folder: Path) -> Path:
 
 def checker_says(texts: list[str], tmp_path: Path) -> tuple[bool, float, list[float]]:
     """mlperf_logging on these runs as bert: its RCP checker's verdict and factor on the folder (the package
-    checker's call: pruned RCPs, bert in samples), and its per-file count of samples to converge."""
+    checker's and summarizer's call: pruned RCPs, their default bert_train_samples=False), and its per-file
+    count of samples to converge."""
     folder = as_bert_results(texts, tmp_path / "as-bert" / "bert")
     logging.disable(logging.WARNING)
     try:
-        ok, _msg, norm = rc.check_directory(str(folder), "training", "2.1.0", False, True, rcp_pass="pruned_rcps")
-        samples = [float(rc.read_submission_file(str(folder / f"result_{i}.txt"), "2.1.0", True)[1])
+        ok, _msg, norm = rc.check_directory(str(folder), "training", "2.1.0", False, False, rcp_pass="pruned_rcps")
+        samples = [float(rc.read_submission_file(str(folder / f"result_{i}.txt"), "2.1.0", False)[1])
                    for i in range(len(texts))]
     finally:
         logging.disable(logging.NOTSET)
@@ -221,7 +223,7 @@ def olympic(values: list[float]) -> float:
 
 
 @pytest.mark.parametrize(("factor", "named", "state"), [
-    (1.0, "mlm_arith", "on track"), (0.015, None, "normalised"), (0.01, "mlm_arith", "fail")])
+    (5.0, "mlm_arith", "on track"), (3.75, None, "normalised"), (2.0, "mlm_arith", "fail")])
 def test_live_projection_judges_the_runs_as_the_campaigns_benchmark(
         tmp_path: Path, mlperf_logs: Path, factor: float, named: str | None, state: str) -> None:
     from perfwatch.core.engine import attach_session
@@ -266,7 +268,7 @@ def test_without_the_key_nothing_is_projected_and_a_log_naming_its_benchmark_win
     from perfwatch.core.engine import attach_session
     from perfwatch.core.results.live_rcp import projection_for
 
-    texts = bert_logs(mlperf_logs / BERT, 0.015, "mlm_arith")
+    texts = bert_logs(mlperf_logs / BERT, 3.75, "mlm_arith")
     plain = tmp_path / "plain"
     plain.mkdir()
     logdir = stand_in_logdir(plain, texts, STANDIN.replace("mlperf: {benchmark: bert, ruleset: 2.1.0, division: closed}",
@@ -295,7 +297,7 @@ def test_without_the_key_nothing_is_projected_and_a_log_naming_its_benchmark_win
 def test_launch_headless_prints_the_projection_as_runs_stop(tmp_path: Path, mlperf_logs: Path, capsys,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """A real campaign: each run's workload writes one stand-in log (no MLPerf benchmark named in it)."""
-    texts = bert_logs(mlperf_logs / BERT, 0.015, "mlm_arith")
+    texts = bert_logs(mlperf_logs / BERT, 3.75, "mlm_arith")
     src = tmp_path / "src"
     src.mkdir()
     for i, text in enumerate(texts):
@@ -333,7 +335,7 @@ async def test_campaign_view_and_detail_show_the_stand_in(tmp_path: Path, mlperf
     from perfwatch.ui.screens.groups import GroupsScreen
 
     monkeypatch.setenv("PERFWATCH_CONFIG_DIR", str(tmp_path / "config"))
-    texts = bert_logs(mlperf_logs / BERT, 0.015, "mlm_arith")
+    texts = bert_logs(mlperf_logs / BERT, 3.75, "mlm_arith")
     _ok, norm, _samples = checker_says(texts, tmp_path)
     app = attach_app(stand_in_logdir(tmp_path, texts), theme="dark")
     async with app.run_test(size=(200, 40)) as pilot:
@@ -367,7 +369,7 @@ def test_a_planted_or_unknown_entry_in_perfwatch_json_is_not_used(tmp_path: Path
 def test_report_judges_a_campaign_logdir_as_the_benchmark_it_stands_for(tmp_path: Path, mlperf_logs: Path, capsys,
                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    texts = bert_logs(mlperf_logs / BERT, 0.015, "mlm_arith")
+    texts = bert_logs(mlperf_logs / BERT, 3.75, "mlm_arith")
     ok, norm, _samples = checker_says(texts, tmp_path)
     logdir = stand_in_logdir(tmp_path, texts)
     assert main(["report", str(logdir), "--format", "json", "--no-cpu-peak"]) == 0

@@ -12,6 +12,7 @@ from perfwatch.text.escape import echo, json_text, one_line
 
 if TYPE_CHECKING:  # mlperf_logging is imported when checking, not for `perfwatch --help`
     from perfwatch.core.mlperf.checker import CheckResult
+    from perfwatch.core.mlperf.rcp import RcpVerdict
 
 MAX_MESSAGE_LINES = 12
 
@@ -72,30 +73,50 @@ def run(args: argparse.Namespace) -> int:
     if not results:
         print(f"perfwatch check: no mllog files under {root}", file=sys.stderr)
         return 2
+    verdicts = rcp_verdicts(results)
     if args.format == "json":
-        print(json_text([r.to_json() for r in results]))
+        from perfwatch.core.results.summary import group_of_id
+
+        body = []
+        for r in results:
+            entry = r.to_json()
+            folder = group_of_id(r.run_id)
+            verdict = verdicts.get(folder)
+            entry["rcp"] = {"folder": folder, **verdict.to_json()} if verdict is not None else None
+            body.append(entry)
+        print(json_text(body))
     else:
-        echo(render_table(results) + "\n" + "\n".join(rcp_lines(results)))
+        echo(render_table(results) + "\n" + "\n".join(rcp_lines(verdicts)))
     return 0 if all(r.passed for r in results) else 1
 
 
-def rcp_lines(results: list[CheckResult]) -> list[str]:
-    """mlperf_logging's RCP verdict per benchmark folder (a results folder, or a job's repeats)."""
+def rcp_verdicts(results: list[CheckResult]) -> dict[str, RcpVerdict]:
+    """mlperf_logging's RCP verdict per benchmark folder (a results folder, or a job's repeats); folders of
+    perfwatch's own workloads have none."""
+    from perfwatch.core.layout import is_result_name
     from perfwatch.core.mlperf.checker import log_facts
     from perfwatch.core.mlperf.rcp import folder_verdict
     from perfwatch.core.mlperf.rulesets import is_official
+    from perfwatch.core.mlperf.tree import division_of
     from perfwatch.core.results.summary import group_of_id
 
     groups: dict[str, list[CheckResult]] = {}
     for r in results:
         groups.setdefault(group_of_id(r.run_id), []).append(r)
-    lines = []
+    out = {}
     for folder, members in groups.items():
         first = members[0]
         if not (first.ruleset and is_official(first.benchmark, first.ruleset)):
             continue  # perfwatch's own workloads: no MLPerf RCP to speak of
-        division = log_facts(Path(first.path))[1]
-        v = folder_verdict([m.path for m in members], first.benchmark, first.ruleset, division)
+        folder_path = Path(first.path).parent if is_result_name(Path(first.path).stem) else None
+        division = division_of(folder_path, log_facts(Path(first.path))[1]).division
+        out[folder] = folder_verdict([m.path for m in members], first.benchmark, first.ruleset, division)
+    return out
+
+
+def rcp_lines(verdicts: dict[str, RcpVerdict]) -> list[str]:
+    lines = []
+    for folder, v in verdicts.items():
         shown = v.verdict + (f" ×{v.normalization:.4f}" if v.verdict == "pass" and v.normalization > 1.0 else "")
         lines.append(f"RCP {one_line(folder)}: {shown}  ({one_line(v.message)})")
     return lines

@@ -49,8 +49,12 @@ def run(args: argparse.Namespace) -> int:
     if not root.exists():
         print(f"perfwatch report: {root}: no such file or directory", file=sys.stderr)
         return 2
+    from perfwatch.text.progress import ReadProgress
+
     stand_ins, targets = report_mod.campaign_plan(root)
-    book = runbook.load(root, ruleset=args.ruleset, stand_ins=stand_ins, targets=targets)
+    progress = ReadProgress(f"perfwatch report: reading {root}:")
+    book = runbook.load(root, ruleset=args.ruleset, stand_ins=stand_ins, targets=targets, progress=progress)
+    progress.done()
     recorded = report_mod.recorded_runs(book.root)  # a campaign's every run, logged or not, as perfwatch.json says
     if not book.runs and not recorded:
         print(f"perfwatch report: {root}: no MLLOG records found", file=sys.stderr)

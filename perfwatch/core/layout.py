@@ -20,7 +20,9 @@ disagree on a name. A LOGDIR that perfwatch launched looks like this:
         ranks/rank_<N>.jsonl  rank_file(): rank N's step timing and heartbeats (perfwatch.instrument.ranks)
         stacks/<stamp>.json   stacks_file(): every rank's Python stacks, captured when the run stalled
 
-Other trees (MLPerf results folders, any folder of mllog files) are read with `is_log_name`.
+Other trees (MLPerf results folders, any folder of mllog files) are read with `is_log_name`. An MLPerf
+Training results tree also holds power measurements, `<benchmark>/power/<result stem>/node_N.txt` and
+`sw_N.txt` (POWER_DIR, `is_power_log`, `power_folder`): the energy of their result file, never a run.
 Outside any LOGDIR, in the user's cache folder (`user_cache_dir()`), perfwatch keeps what is costly
 to find again and belongs to this machine, never to a LOGDIR: the measured CPU peak (CPU_PEAK_CACHE),
 mlperf_logging's RCP verdicts per set of log files (RCP_CACHE) and its rule YAMLs as JSON (RULES_CACHE_DIR).
@@ -39,8 +41,8 @@ from pathlib import Path
 __all__ = [
     "EXIT_FILE", "LOCK_FILE", "MLLOG_FILE", "OUTPUT_FILE", "OWN_FILES", "REGISTRY_FILE", "REQUESTS_DIR",
     "RUN_FILES", "RUN_LOGS", "SCHEDULER_OUTPUT_FILE", "SLURM_BATCH_FILE", "SLURM_JOB_FILE", "TELEMETRY_FILE",
-    "RANKS_DIR", "STACKS_DIR", "archived_name", "is_log_name", "rank_file", "rank_of_file", "request_name", "run_dir",
-    "run_id_for", "stacks_file", "write_json_atomic",
+    "POWER_DIR", "RANKS_DIR", "STACKS_DIR", "archived_name", "is_log_name", "is_meant_as_log", "is_power_log", "power_folder",
+    "rank_file", "rank_of_file", "request_name", "run_dir", "run_id_for", "stacks_file", "write_json_atomic",
     "CPU_PEAK_CACHE", "RCP_CACHE", "RULES_CACHE_DIR", "user_cache_dir",
 ]
 
@@ -115,8 +117,35 @@ def without_repeat(run_id: str) -> str:
 
 
 def is_result_name(stem: str) -> bool:
-    """`result_N`, the stem of an MLPerf result file (string tests: start-up compiles no regex for this)."""
-    return stem.startswith("result_") and stem[7:].isdecimal()
+    """The stem of an MLPerf result file: `result_*`, as MLPerf's summarizer globs a benchmark folder
+    (`result_3`, `result_5119-240510190348838227199_06`)."""
+    return stem.startswith("result_")
+
+
+def is_meant_as_log(path: Path | str) -> bool:
+    """A file that is a run's log by its name alone (a run folder's mllog.txt, an MLPerf `result_*.txt`):
+    reported even when nothing in it decodes. Any other file is a log only if it holds a record."""
+    p = Path(path)
+    return p.name == MLLOG_FILE or (p.suffix == ".txt" and is_result_name(p.stem))
+
+
+# ---- MLPerf power measurements (a results tree's `power/` folders) ---------------------------------
+POWER_DIR = "power"
+POWER_NODE_PREFIX = "node_"  # one per node: power_measurement_start/stop, power_reading, conversion_eff
+POWER_SWITCH_PREFIX = "sw_"  # one per interconnect switch: interconnect_power_est
+
+
+def power_folder(result_file: Path | str) -> Path:
+    """Where a result file's power logs are: `<its folder>/power/<its name up to the first dot>`."""
+    path = Path(result_file)
+    return path.parent / POWER_DIR / path.name.split(".")[0]
+
+
+def is_power_log(path: Path | str) -> bool:
+    """`.../power/<result stem>/node_*.txt` or `sw_*.txt`: a power measurement, read with its result file."""
+    p = Path(path)
+    return (p.suffix == ".txt" and p.name.startswith((POWER_NODE_PREFIX, POWER_SWITCH_PREFIX))
+            and p.parent.parent.name == POWER_DIR)
 
 
 def rank_file(run_folder: Path | str, rank: int) -> Path:
@@ -152,10 +181,13 @@ def is_log_name(path: Path | str) -> bool:
     """Files worth reading for mllog records (cheap name test; content decides later).
 
     `*.txt`, `*.log` or a name containing `mllog`; never perfwatch's own records, hidden files
-    (attempt archives, temp files of atomic writes), rotated copies or compressed files.
+    (attempt archives, temp files of atomic writes), rotated copies, compressed files or MLPerf power
+    measurements (`is_power_log`).
     """
     name = os.path.basename(path)
     if name in OWN_FILES or name.startswith(".") or _rotated_or_compressed(name):
+        return False
+    if name.startswith((POWER_NODE_PREFIX, POWER_SWITCH_PREFIX)) and is_power_log(path):
         return False
     return name.endswith(_LOG_SUFFIXES) or "mllog" in name
 

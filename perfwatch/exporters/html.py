@@ -16,7 +16,14 @@ from typing import Any
 
 from perfwatch.core.model.book import RunBook
 from perfwatch.core.model.view import RunView
-from perfwatch.core.results.summary import BENCH_COLUMNS, RUN_COLUMNS, Report, cells, counts_line
+from perfwatch.core.results.summary import (
+    BENCH_COLUMNS,
+    RUN_COLUMNS,
+    Report,
+    cells,
+    counts_line,
+    shown_columns,
+)
 from perfwatch.core.telemetry.jsonl import read_telemetry
 from perfwatch.exporters import svg
 from perfwatch.exporters.svg import esc
@@ -43,6 +50,7 @@ _NUMERIC = {k for k, _, d in RUN_COLUMNS + BENCH_COLUMNS if d > 0} | {"runs", "c
 
 
 def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]], table_id: str) -> str:
+    columns = shown_columns(rows, columns)
     head = "".join(f"<th>{esc(h)}</th>" for _, h, _ in columns)
     body = []
     for row, texts in zip(rows, cells(rows, columns), strict=True):

@@ -24,7 +24,7 @@ from mlperf_logging.compliance_checker import mlp_compliance
 
 from perfwatch.core.ingest.discover import discover, open_regular
 from perfwatch.core.ingest.mllog import TOKEN, parse_path
-from perfwatch.core.layout import MLLOG_FILE, run_id_for
+from perfwatch.core.layout import is_meant_as_log, run_id_for
 from perfwatch.core.mlperf.live_checks import ENQUEUE_KEYS, unsafe_rule_value
 from perfwatch.core.mlperf.rulesets import (
     PERFWATCH_RULES_DIR,
@@ -32,6 +32,7 @@ from perfwatch.core.mlperf.rulesets import (
     choose,
     config_for,
     is_official,
+    log_date_ms,
     ruleset_for,
 )
 from perfwatch.core.mlperf.targets import RULES_DIR, training_rulesets
@@ -88,17 +89,12 @@ def _has_records(path: Path) -> bool:
     return False
 
 
-def _meant_as_log(path: Path) -> bool:
-    """A run folder's mllog.txt and a results tree's result_N.txt are checked even when empty."""
-    return path.name == MLLOG_FILE or (path.name.startswith("result_") and path.suffix == ".txt")
-
-
 def find_logs(root: str | Path) -> list[Path]:
     """The run logs under `root` (the RunBook's discovery), or `root` itself when it is a file."""
     root = Path(root)
     if root.is_file():
         return [root]
-    return [p for p in discover(root) if _meant_as_log(p) or _has_records(p)]
+    return [p for p in discover(root) if is_meant_as_log(p) or _has_records(p)]
 
 
 # ---- which rules --------------------------------------------------------------------------------------------
@@ -123,8 +119,7 @@ def log_facts(path: Path) -> tuple[str | None, str | None, list[str], float | No
                 bench = ev.value
             elif ev.key == "submission_division" and division is None and isinstance(ev.value, str):
                 division = ev.value
-    first = next((ev.time_ms for ev in events if ev.time_ms), None)
-    return bench, division, unsafe, first
+    return bench, division, unsafe, log_date_ms(ev.time_ms for ev in events)
 
 
 # ---- running the official checker ----------------------------------------------------------------------------
@@ -161,7 +156,34 @@ def _split_messages(checker: mlp_compliance.ComplianceChecker) -> tuple[tuple[st
     return tuple(str(m) for m in errors), tuple(str(m) for m in checker.warnings.values())
 
 
-def check_file(
+def check_file(path: str | Path, *, ruleset: str | None = None, root: str | Path | None = None) -> CheckResult:
+    """The official checker's verdict on one file, run in the bounded worker (`bounded.py`): only on a file
+    perfwatch parsed as valid mllog (another fails with the reason, as the checker fails parse errors),
+    within a time budget. Never raises for bad input."""
+    from perfwatch.core.mlperf import bounded
+
+    path = Path(path)
+    run_id = run_id_for(path, Path(root)) if root is not None else path.as_posix()
+    if path.is_file():
+        why = bounded.unreadable(str(path))
+        if why is not None:
+            benchmark, _division, _unsafe, first_ms = log_facts(path)
+            chosen = choose(ruleset, path, benchmark, first_ms)
+            return CheckResult(run_id, str(path), chosen.ruleset, benchmark, config_for(chosen.ruleset, benchmark),
+                               False, ("Log lines had parsing errors.",), error=f"not run: {why}",
+                               ruleset_why=chosen.why)
+    try:
+        data = bounded.compliance(str(path), ruleset, None if root is None else str(root))
+    except bounded.OfficialTimeout as exc:
+        return CheckResult(run_id, str(path), ruleset, None, None, False, error=f"stopped: {exc}")
+    except bounded.OfficialFailure as exc:
+        return CheckResult(run_id, str(path), ruleset, None, None, False, error=f"the official checker crashed: {exc}")
+    return CheckResult(str(data["run_id"]), str(data["path"]), data["ruleset"], data["benchmark"], data["config"],
+                       bool(data["passed"]), tuple(data["messages"]), tuple(data["warnings"]), tuple(data["log"]),
+                       data["error"], str(data["ruleset_why"]))
+
+
+def check_here(
     path: str | Path,
     *,
     ruleset: str | None = None,
@@ -169,7 +191,7 @@ def check_file(
     quiet: bool = False,
     werror: bool = False,
 ) -> CheckResult:
-    """Run the official checker on one file; never raises for bad input."""
+    """Run the official checker on one file in this process (the bounded worker's side); never raises."""
     path = Path(path)
     run_id = run_id_for(path, Path(root)) if root is not None else path.as_posix()
     if ruleset is not None and ruleset not in training_rulesets():

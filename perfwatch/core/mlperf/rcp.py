@@ -2,10 +2,11 @@
 is its score normalised (what MLPerf's review writes into scaling.json)?
 
 Offline (`folder_verdict`) the verdict is mlperf_logging's own RCP checker, called as its package
-checker calls it: `rcp_checker.check_directory(folder, "training", ruleset, verbose=False,
-bert_train_samples=True, rcp_pass="pruned_rcps")` (bert counted in samples, what the package
-checker's `--rcp_bert_train_samples` does), with `set_scaling=False`, so nothing is written into
-the user's folder. Groups that are not a `result_N.txt` folder (a perfwatch LOGDIR's repeats) are
+checker and result summarizer call it: `rcp_checker.check_directory(folder, "training", ruleset,
+verbose=False, bert_train_samples=False, rcp_pass="pruned_rcps")` (their defaults), with
+`set_scaling=False`, so nothing is written into the user's folder. It runs in a worker process with
+a time budget (`bounded.py`), and only on files perfwatch parsed as valid mllog: a folder holding
+another gets `n/a` naming that file. Groups that are not a `result_N.txt` folder (a perfwatch LOGDIR's repeats) are
 handed to it as a temporary folder of `result_N.txt` symlinks.
 
 Live (`project`) no anchor has this: from the runs that have finished so far, the checker's own
@@ -37,7 +38,7 @@ from perfwatch.core.mlperf.rule_text import quoted_counts
 
 USAGE = "training"
 RCP_PASS = "pruned_rcps"
-BERT_TRAIN_SAMPLES = True
+BERT_TRAIN_SAMPLES = False  # the summarizer's and the package checker's default
 
 
 class RcpVerdict(msgspec.Struct, frozen=True):
@@ -97,6 +98,8 @@ def not_applicable(benchmark: str | None, ruleset: str | None, division: str | N
         return "minigo has no RCP check"
     if rcp_file(benchmark, ruleset) is None:
         return f"ruleset {ruleset} has no RCP for {benchmark}"
+    if required_runs(benchmark) is None:  # the checker stops with KeyError; the summarizer then gives no RCP
+        return f"mlperf_logging's RCP checker has no submission size for {benchmark} (no RCP verdict, as in the summarizer)"
     return None
 
 
@@ -109,34 +112,122 @@ def _quiet() -> Iterator[None]:
         yield
 
 
+_TOKEN = ":::MLLOG"
+
+
 @contextlib.contextmanager
 def _as_results_folder(paths: Sequence[str], named: str | None = None) -> Iterator[str]:
-    """A folder whose `result_*.txt` are exactly `paths`: their own folder, else temporary symlinks;
-    `named`: temporary copies that name that benchmark (`_write_named`)."""
-    parents = {os.path.dirname(p) for p in paths}
-    if len(parents) == 1 and named is None:
-        folder = parents.pop()
-        names = {os.path.basename(p) for p in paths}
-        try:
-            present = {n for n in os.listdir(folder) if n.startswith("result_") and n.endswith(".txt")}
-        except OSError:
-            present = set()
-        if names == present:
-            yield folder
-            return
-
-    import tempfile  # only for a LOGDIR's repeats (a results folder is read in place)
+    """A temporary folder of `result_N.txt` copies of `paths` holding only the lines the RCP checker reads
+    (`_write_relevant`); `named`: copies that name that benchmark (`_write_named`). The checker never
+    sees the user's folder, and reads a few hundred lines a file instead of every line."""
+    import tempfile
 
     with tempfile.TemporaryDirectory(prefix="perfwatch-rcp-") as tmp:
         for i, p in enumerate(paths):
+            dst = os.path.join(tmp, f"result_{i}.txt")
             if named is None:
-                os.symlink(os.path.abspath(p), os.path.join(tmp, f"result_{i}.txt"))
+                _write_relevant(p, dst)
             else:
-                _write_named(p, os.path.join(tmp, f"result_{i}.txt"), named)
+                _write_named(p, dst, named)
         yield tmp
 
 
-_TOKEN = ":::MLLOG"
+# every branch of the checker's `read_submission_file` needs one of these in a line carrying the token:
+# a line with none of them changes nothing it computes (train_samples counts only with BERT_TRAIN_SAMPLES)
+_RCP_NEEDLES = (b"global_batch_size", b"submission_benchmark", b"eval_error", b"eval_accuracy", b"run_stop",
+                *((b"train_samples",) if BERT_TRAIN_SAMPLES else ()))
+
+
+def _write_relevant(src_path: str, dst_path: str) -> None:
+    """A copy of the log with only the lines the RCP checker's reader can use, in order: those that carry
+    the token and one of `_RCP_NEEDLES` (each needle is searched for in the whole file, a C-speed scan,
+    not each line tested in Python), less the evals a later eval overwrites (`_overwritten_evals`)."""
+    with open(src_path, "rb") as fh:
+        data = fh.read()
+    token = _TOKEN.encode()
+    spans: set[tuple[int, int]] = set()
+    for needle in _RCP_NEEDLES:
+        at = data.find(needle)
+        while at >= 0:
+            start = data.rfind(b"\n", 0, at) + 1
+            end = data.find(b"\n", at)
+            end = len(data) if end < 0 else end + 1
+            if data.find(token, start, end) >= 0:
+                spans.add((start, end))
+            at = data.find(needle, end)
+    lines = [data[start:end] for start, end in sorted(spans)]
+    dropped = _overwritten_evals(lines)
+    with open(dst_path, "wb") as out:
+        for i, line in enumerate(lines):
+            if i not in dropped:
+                out.write(line if line.endswith(b"\n") else line + b"\n")
+
+
+# the checker's reader (`read_submission_file`) counts these benchmarks' convergence in eval samples
+# (`samples_count`), every other in `epoch_num`; stable diffusion keeps every eval (tests/test_rcp.py
+# compares this set with the reader's source)
+READER_SAMPLES_COUNT = frozenset({"llama2_70b_lora", "flux1", "llama31_405b", "llama31_8b", "gpt_oss_20b",
+                                  "deepseekv3_671b", "qwen35_397b_grpo", "dlrmv4"})
+_READER_TOKEN = _TOKEN + " "  # the reader's TOKEN
+_EVAL_WORDS = ("eval_error", "eval_accuracy")
+_OTHER_WORDS = ("global_batch_size", "submission_benchmark", "train_samples", "run_stop")
+
+
+def _overwritten_evals(lines: Sequence[bytes]) -> set[int]:
+    """Indices of eval lines whose only effect on the reader is overwritten: the reader keeps the last eval's
+    epochs (or samples) seen before run_stop, so an eval followed by another eval with no run_stop between
+    changes nothing, provided it holds the fields the reader takes from it (else it would raise there,
+    and it is kept). Nothing is dropped where the reader works otherwise: stable diffusion (every eval
+    counts), bert counted in train_samples, a submission_benchmark it cannot read."""
+    if BERT_TRAIN_SAMPLES:
+        return set()
+    import json
+
+    texts = []
+    for line in lines:
+        text = line.decode("latin-1")
+        at = text.rfind(_READER_TOKEN)
+        texts.append(text[at + len(_READER_TOKEN):].strip() if at >= 0 else "")
+    benchmark: Any = None
+    branch: list[Any] = []  # the reader's benchmark when it reaches each line
+    for text in texts:
+        if "submission_benchmark" in text:
+            try:
+                benchmark = json.loads(text)["value"]
+            except (ValueError, KeyError, TypeError):
+                return set()
+            if benchmark == "stable_diffusion":
+                return set()
+        branch.append(benchmark)
+    dropped: set[int] = set()
+    overwritten = False
+    for i in range(len(texts) - 1, -1, -1):
+        text = texts[i]
+        if "run_stop" in text:
+            overwritten = False
+        if not any(w in text for w in _EVAL_WORDS):
+            continue
+        if overwritten and not any(w in text for w in _OTHER_WORDS) and _reader_takes(text, branch[i]):
+            dropped.add(i)
+        overwritten = True
+    return dropped
+
+
+def _reader_takes(text: str, benchmark: Any) -> bool:
+    """The reader can take its epochs (or samples) from this eval line without raising. Decoded with msgspec:
+    what it decodes, the reader's json.loads decodes alike (json also takes NaN and the like: such a line is
+    kept, never judged here)."""
+    try:
+        record = msgspec.json.decode(text)
+        metadata = record["metadata"]
+        if benchmark in READER_SAMPLES_COUNT:
+            metadata["samples_count"]  # noqa: B018  (what the reader reads)
+            record["value"]  # noqa: B018
+        else:
+            round(metadata["epoch_num"], 3)
+    except Exception:
+        return False
+    return True
 
 
 def _write_named(src_path: str, dst_path: str, benchmark: str) -> None:
@@ -181,7 +272,8 @@ def _trimmed_mean(epochs: Sequence[float], benchmark: str) -> float | None:
 
 
 def folder_verdict(paths: Sequence[str], benchmark: str | None, ruleset: str | None,
-                   division: str | None, *, cache: Path | None = None, as_benchmark: bool = False) -> RcpVerdict:
+                   division: str | None, *, cache: Path | None = None, as_benchmark: bool = False,
+                   refused: Sequence[str] | None = None) -> RcpVerdict:
     """mlperf_logging's RCP verdict on one benchmark folder's run logs (module docstring).
 
     Judged only on a complete folder (as many runs as a submission holds: a partial one is what
@@ -190,6 +282,8 @@ def folder_verdict(paths: Sequence[str], benchmark: str | None, ruleset: str | N
     sizes and modification times, the ruleset and the mlperf_logging version.
     `as_benchmark`: the logs stand in for `benchmark` (a campaign's `mlperf:`): the checker reads copies
     of them that name it (as `project` does).
+    `refused`: why some of `paths` are not valid mllog (`bounded.unreadable`), when the caller parsed them
+    already; else each file is parsed here first. Such a folder is not handed to the checker.
     """
     why = not_applicable(benchmark, ruleset, division)
     if why is not None or not paths:
@@ -203,22 +297,33 @@ def folder_verdict(paths: Sequence[str], benchmark: str | None, ruleset: str | N
     hit = _cached(key, cache)
     if hit is not None:
         return hit
-    verdict = _run_checker(paths, benchmark, ruleset, as_benchmark)
+    from perfwatch.core.mlperf import bounded
+
+    if refused is None:
+        refused = [why for why in map(bounded.unreadable, paths) if why is not None]
+    if refused:
+        more = f" (and {len(refused) - 1} more file(s))" if len(refused) > 1 else ""
+        return RcpVerdict("n/a", 1.0, None, f"not checked: {refused[0]}{more}")
+    try:
+        verdict = RcpVerdict(**bounded.rcp_verdict(paths, benchmark, ruleset, as_benchmark))
+    except bounded.OfficialTimeout as exc:
+        return RcpVerdict("n/a", 1.0, None, f"the RCP checker was stopped: {exc}")
+    except bounded.OfficialFailure as exc:
+        return RcpVerdict("fail", 1.0, None, f"the RCP checker failed: {exc}")
     if key is not None and not verdict.message.startswith("the RCP checker failed"):
         _store(key, verdict, cache)
     return verdict
 
 
-def _run_checker(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark: bool = False) -> RcpVerdict:
+def run_checker_here(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark: bool = False) -> RcpVerdict:
+    """mlperf_logging's RCP checker in this process (the bounded worker's side: `folder_verdict` calls it there)."""
     from mlperf_logging.rcp_checker import rcp_checker as rc
 
     from perfwatch.core.mlperf.checker import captured_logs
 
     with captured_logs() as lines, _as_results_folder(paths, benchmark if as_benchmark else None) as folder:
         try:
-            passed, msg, norm = rc.check_directory(folder, USAGE, ruleset, False, BERT_TRAIN_SAMPLES,
-                                                   rcp_file=None, rcp_pass=RCP_PASS, rcp_bypass=False,
-                                                   set_scaling=False)
+            passed, msg, norm = _check_directory(rc, folder, ruleset)
         except Exception as exc:  # the checker raises on logs it cannot read (no eval metadata, ...)
             return RcpVerdict("fail", 1.0, None, f"the RCP checker failed: {type(exc).__name__}: {exc}")
     # the mean the checker compared (it logs it; a second pass over the files would double the time)
@@ -231,6 +336,51 @@ def _run_checker(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmar
     if passed and float(norm) > 1.0:
         detail += f"; score normalised ×{float(norm):.4f}"
     return RcpVerdict("pass" if passed else "fail", float(norm), mean, detail)
+
+
+_CHECKERS: dict[tuple[str, str | None], Any] = {}
+
+
+def _checker(rc: Any, ruleset: str, benchmark: str | None) -> Any:
+    """One `RCP_Checker` per (ruleset, benchmark) for the worker's life: building one loads the RCP data and
+    computes its statistics and pruning (~30 ms), which `check_directory` does again for every folder."""
+    key = (ruleset, benchmark)
+    if key not in _CHECKERS:
+        _CHECKERS[key] = rc.RCP_Checker(USAGE, ruleset, benchmark, False, None)
+    return _CHECKERS[key]
+
+
+def _check_directory(rc: Any, folder: str, ruleset: str) -> tuple[bool, str, float]:
+    """`rc.check_directory(folder, "training", ruleset, False, BERT_TRAIN_SAMPLES, rcp_pass=RCP_PASS,
+    rcp_bypass=False, set_scaling=False)`, step for step with the checker's own functions, but for the
+    `RCP_Checker` it builds anew per folder: a kept one (`_checker`)."""
+    import glob
+
+    files = glob.glob(f"{folder.rstrip('/')}/result_*.txt")
+    bs, subm_epochs, benchmark = rc.get_submission_epochs(files, ruleset, BERT_TRAIN_SAMPLES)
+    norm = 1.0
+    checker = _checker(rc, ruleset, benchmark)
+    if bs == -1:
+        return False, "Could not detect global_batch_size", norm
+    if subm_epochs is None:
+        return False, "Insufficient convergence", norm
+    record = checker._find_rcp(bs, RCP_PASS)
+    if record is not None:
+        ok, norm = checker._eval_submission_record(record, subm_epochs, "")
+        return ok, "RCP found", norm
+    low = checker._find_top_min_rcp(bs, RCP_PASS)
+    high = checker._find_bottom_max_rcp(bs, RCP_PASS)
+    if low is not None and high is not None:
+        _name, interp = checker._create_interp_rcp(bs, low, high)
+        ok, norm = checker._eval_submission_record(interp, subm_epochs, "")
+        return ok, "RCP Interpolation", norm
+    if low is not None:
+        return False, f"Missing RCP, please submit RCP with BS = {bs}", norm
+    if high is not None:
+        ok, norm = checker._eval_submission_record(checker._find_min_rcp(RCP_PASS), subm_epochs, "")
+        return ok, ("RCP not found but slower convergence on smaller batch size" if ok
+                    else f"Missing RCP, please submit RCP with BS = {bs}"), norm
+    return False, "Cannot find any RCPs", norm
 
 
 _MEAN_LOGGED = r"Submission mean epochs: ([0-9.eE+-]+)"  # compiled only when the checker runs

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import functools
+from collections.abc import Iterable
 from pathlib import Path
 
 import msgspec
@@ -25,7 +26,7 @@ from perfwatch.core.mlperf.targets import latest_ruleset, ruleset_from_path, tra
 
 __all__ = [
     "PERFWATCH_RULES_DIR", "USAGE", "RulesetChoice", "StandsFor", "UnknownBenchmark", "UnknownRuleset",
-    "check_requested", "choose", "config_for", "is_official", "mlperf_benchmarks", "perfwatch_rules", "ruleset_for",
+    "check_requested", "choose", "is_dated", "log_date_ms", "config_for", "is_official", "mlperf_benchmarks", "perfwatch_rules", "ruleset_for",
     "stands_for",
 ]
 
@@ -92,12 +93,24 @@ ROUND_PUBLISHED: dict[str, _dt.date] = {
 # before MLPerf Training's first round (v0.5, December 2018) a date says nothing: a synthetic log
 # (time_ms counted from 0) must not be judged by 0.6.0's rules
 FIRST_PLAUSIBLE = _dt.date(2018, 6, 1)
+DATED_FROM_MS = _dt.datetime(2018, 6, 1, tzinfo=_dt.UTC).timestamp() * 1000.0
+
+
+def is_dated(time_ms: float | None) -> bool:
+    """A record time that can date a log: not a zero or placeholder time (a `cache_clear` at time_ms 0)."""
+    return time_ms is not None and time_ms >= DATED_FROM_MS
+
+
+def log_date_ms(times: Iterable[float]) -> float | None:
+    """THE log's date for ruleset inference, for every command: its first record time that `is_dated`."""
+    return next((t for t in times if is_dated(t)), None)
 
 
 class RulesetChoice(msgspec.Struct, frozen=True):
     ruleset: str
     source: str  # "option", "path", "log date", "benchmark", "default"
-    why: str  # one sentence for the outputs
+    why: str  # one sentence for the outputs: the evidence, and the other rulesets that fit too
+    also: tuple[str, ...] = ()  # other rulesets the evidence fits (a run resubmitted to a later round)
 
 
 class UnknownRuleset(ValueError):
@@ -127,12 +140,17 @@ def by_date(benchmark: str, first_time_ms: float) -> RulesetChoice | None:
         return None
     if day < FIRST_PLAUSIBLE:
         return None
-    for rs in rulesets_listing(benchmark):
+    listing = rulesets_listing(benchmark)
+    for i, rs in enumerate(listing):
         published = ROUND_PUBLISHED.get(rs)
         if published is not None and day < published:
-            return RulesetChoice(rs, "log date", f"inferred from the log: run dated {day.isoformat()}, before "
-                                 f"MLPerf Training v{_short(rs)}'s results ({published.isoformat()}), "
-                                 f"a round that lists {benchmark}")
+            later = listing[i + 1:]
+            why = (f"inferred from the log: run dated {day.isoformat()}, before MLPerf Training v{_short(rs)}'s "
+                   f"results ({published.isoformat()}), a round that lists {benchmark}")
+            if later:
+                why += (f"; {', '.join('v' + _short(r) for r in later)} list {benchmark} too (a run resubmitted to "
+                        "a later round): the round in the path or --ruleset settles it")
+            return RulesetChoice(rs, "log date", why, later)
     return None
 
 
@@ -145,15 +163,18 @@ def choose(requested: str | None = None, path: str | Path | None = None, benchma
         found = ruleset_from_path(path)
         if found:
             return RulesetChoice(found, "path", f"the version in the path (v{_short(found)})")
-    if benchmark and first_time_ms is not None and first_time_ms > 0:
+    if benchmark and is_dated(first_time_ms):
+        assert first_time_ms is not None
         dated = by_date(benchmark, first_time_ms)
         if dated is not None:
             return dated
     listing = rulesets_listing(benchmark)
     if listing:
         rs = listing[-1]
+        undated = "no dated record in the log" if not is_dated(first_time_ms) else \
+            "the log's date matches no published round"
         return RulesetChoice(rs, "benchmark", f"the newest ruleset that lists {benchmark} (no version in the "
-                             "path, the log's date matches no published round)")
+                             f"path, {undated}); {len(listing) - 1} older ones list it too", listing[:-1])
     rs = latest_ruleset()
     return RulesetChoice(rs, "default", "the newest ruleset mlperf_logging knows (no version in the path, "
                          "no MLPerf benchmark named in the log)")

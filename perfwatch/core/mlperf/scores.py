@@ -97,3 +97,39 @@ def score_runs(benchmark: str | None, runs: Sequence[tuple[str, float | None]],
     if score is not None and scaling != 1.0:
         note = (note + "; " if note else "") + f"olympic mean {score:.4f} min × scaling.json {scaling:g}"
     return BenchmarkScore(benchmark, len(runs), len(ok), scaled, tuple(dropped), note, scaling, score)
+
+
+class EnergyScore(msgspec.Struct, frozen=True):
+    """The energy score of one benchmark folder (MLPerf power logs): olympic mean of its runs' joules,
+    the runs ranked by their time-to-train (not by energy), × scaling.json's factor."""
+
+    joules: float | None  # the official energy score; None: see `note`
+    olympic_joules: float | None  # before scaling
+    dropped: tuple[str, ...]  # run ids left out, as for the time score
+    note: str
+
+
+def energy_score(benchmark: str | None, runs: Sequence[tuple[str, float | None, float | None]],
+                 scaling: float = 1.0) -> EnergyScore:
+    """`runs`: (run id, minutes or None when not converged, joules of a converged run).
+
+    The summarizer's `_index_olympic_average`: the converged runs' energies in the order of their
+    times, the first `max_dropped` and the last `max_dropped - non_converged` left out, the rest averaged.
+    Every converged run needs its joules (the summarizer stops otherwise)."""
+    ok = sorted(((m, rid, j) for rid, m, j in runs if m is not None), key=lambda p: (p[0], p[1]))
+    failed = [rid for rid, m, _ in runs if m is None]
+    missing = [rid for _, rid, j in ok if j is None]
+    drop = max_dropped(benchmark)
+    if missing:
+        return EnergyScore(None, None, (), f"no energy for {', '.join(missing)}")
+    if len(failed) > drop:
+        return EnergyScore(None, None, tuple(failed),
+                           f"{len(failed)} runs did not converge: more than the {drop} that may be dropped")
+    kept = ok[drop : len(ok) - (drop - len(failed))]
+    if not kept:
+        return EnergyScore(None, None, tuple(failed), "too few runs for an olympic score")
+    olympic = sum(j for _, _, j in kept if j is not None) / len(kept)
+    kept_ids = {rid for _, rid, _ in kept}
+    dropped = (*failed, *(rid for _, rid, _ in ok if rid not in kept_ids))
+    note = f"olympic mean {olympic:,.0f} J × scaling.json {scaling:g}" if scaling != 1.0 else ""
+    return EnergyScore(olympic * scaling, olympic, dropped, note)

@@ -24,7 +24,7 @@ import msgspec
 
 from perfwatch.core.ingest.discover import discover, open_regular
 from perfwatch.core.ingest.mllog import DEFAULT_MAX_LINE, Bytes, last_lines
-from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, run_id_for
+from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, is_log_name, is_meant_as_log, run_id_for
 from perfwatch.core.mlperf.rulesets import StandsFor, choose
 from perfwatch.core.mlperf.targets import Target
 from perfwatch.core.model.run import Run, RunView
@@ -148,7 +148,9 @@ class RunBook(msgspec.Struct):
             if run is None:
                 probe = self._new_run(run_id, path)
                 if not _feed_run(probe, lines, last):
-                    if probe.parser.bad_count:
+                    # no record: a log by its name (result_*.txt) is reported with its bad lines; any other
+                    # file (a .py or .pyc naming mllog, a pasted screenshot) is not a log
+                    if probe.parser.bad_count and is_meant_as_log(path):
                         self._adopt(probe, path)
                         return True
                     return False
@@ -308,14 +310,18 @@ def _read_into(fh: BinaryIO, buf: bytearray, size: int) -> int:
 
 
 def load(root: Path | str, *, ruleset: str | None = None, stand_ins: Mapping[str, StandsFor] | None = None,
-         targets: Mapping[str, Target] | None = None) -> RunBook:
+         targets: Mapping[str, Target] | None = None, progress: Callable[[int, int], None] | None = None) -> RunBook:
     """Read every log under `root` once (headless report/compare/package: no log tails kept);
-    `stand_ins`, `targets`: a campaign's `mlperf:` and target per run (as the live view's book has them)."""
+    `stand_ins`, `targets`: a campaign's `mlperf:` and target per run (as the live view's book has them);
+    `progress(done, total)`: called after each file."""
     root = Path(os.path.abspath(root))  # one spelling for the root and every path found under it
     book = RunBook(root.parent if root.is_file() else root, ruleset=ruleset, stand_ins=stand_ins or {},
                    targets=targets or {}, keep_tails=False)
     buffer = bytearray()  # one read buffer for every file: its memory is faulted in once
-    for path in discover(root):
+    paths = discover(root)
+    for done, path in enumerate(paths, 1):
+        if progress is not None:
+            progress(done, len(paths))
         try:
             blocks = iter_blocks(path, into=buffer)
             block = next(blocks, None)

@@ -26,7 +26,7 @@ from perfwatch.core import keys
 from perfwatch.core.ingest.mllog import Bytes, Event, LineParser
 from perfwatch.core.ingest.sanitize import NUMBER_LIMIT, finite
 from perfwatch.core.mlperf.live_checks import Finding, LiveChecker
-from perfwatch.core.mlperf.rulesets import StandsFor, choose, mlperf_benchmarks
+from perfwatch.core.mlperf.rulesets import StandsFor, choose, is_dated, log_date_ms, mlperf_benchmarks
 from perfwatch.core.mlperf.targets import Target, official_target
 from perfwatch.core.model.progress import ProgressCounter
 from perfwatch.core.model.series import Series
@@ -72,6 +72,7 @@ class Run(msgspec.Struct):
     phase: str = "waiting"
     run_status: str | None = None
     first_time_ms: float | None = None
+    dated_ms: float | None = None  # the first record time that dates the log (`rulesets.is_dated`)
     last_time_ms: float | None = None
     init_start_ms: float | None = None
     init_stop_ms: float | None = None
@@ -152,6 +153,8 @@ class Run(msgspec.Struct):
             counts[key] = counts.get(key, 0) + 1
             if self.first_time_ms is None:
                 self.first_time_ms = ev.time_ms
+            if self.dated_ms is None and is_dated(ev.time_ms):
+                self.dated_ms = ev.time_ms
             handler = handlers.get(key)
             if handler is not None:
                 handler(self, ev)
@@ -167,6 +170,8 @@ class Run(msgspec.Struct):
         if tracked:
             if self.first_time_ms is None:
                 self.first_time_ms = tracked[0].time_ms
+            if self.dated_ms is None:
+                self.dated_ms = log_date_ms(ev.time_ms for ev in tracked)
             self._on_tracked_bulk(tracked)
         if others and self.checker is not None:
             self.checker.apply(others)
@@ -354,7 +359,7 @@ class Run(msgspec.Struct):
             return self.ruleset, self.ruleset_why or f"ruleset {self.ruleset}"
         if not self.benchmark:
             return None, "not known yet: the log has not named its benchmark"
-        chosen = choose(None, None, self.benchmark, self.first_time_ms)
+        chosen = choose(None, None, self.benchmark, self.dated_ms)
         return chosen.ruleset, chosen.why
 
     def _frozen_params(self) -> Mapping[str, Any]:
@@ -398,6 +403,7 @@ class Run(msgspec.Struct):
             phase=self.phase,
             run_status=self.run_status,
             first_time_ms=self.first_time_ms,
+            dated_ms=self.dated_ms,
             last_time_ms=self.last_time_ms,
             init_start_ms=self.init_start_ms,
             init_stop_ms=self.init_stop_ms,

@@ -79,6 +79,7 @@ class RunView(msgspec.Struct, frozen=True):
     stands_for: StandsFor | None = None
     # what `samples`, the eval points' `samples` and `throughput` count: "samples", or "tokens" (GPT-3)
     count_unit: str = "samples"
+    dated_ms: float | None = None  # the log's date for ruleset inference (`rulesets.log_date_ms`)
 
     @property
     def elapsed_ms(self) -> float | None:

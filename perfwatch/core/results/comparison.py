@@ -27,10 +27,10 @@ from typing import Any
 
 from perfwatch.core import keys
 from perfwatch.core.ingest.sanitize import one_line
-from perfwatch.core.mlperf.scores import MS_PER_MINUTE, olympic_score
+from perfwatch.core.mlperf.scores import MS_PER_MINUTE, energy_score, olympic_score
 from perfwatch.core.model.run import RunView
 from perfwatch.core.results.stats import METHOD, Welch, welch
-from perfwatch.core.results.summary import group_of, group_of_id, score_group
+from perfwatch.core.results.summary import energy_group, group_of, group_of_id, minutes_of, score_group
 
 BOOTSTRAP_ROUNDS = 2000
 BOOTSTRAP_SEED = 20221013
@@ -50,6 +50,11 @@ class Side:
     note: str
     scaling: float = 1.0  # the folder's scaling.json factor
     energy_kj: tuple[float, ...] = ()  # converged runs' GPU energy-to-train, where telemetry recorded it
+    # MLPerf power logs (a results folder with `power/`): (minutes or None, joules or None) per run,
+    # the folder's energy score (olympic joules × scaling) and why there is none
+    power_runs: tuple[tuple[float | None, float | None], ...] = ()
+    energy_score_j: float | None = None
+    energy_note: str = ""
 
     @property
     def energy_median(self) -> float | None:
@@ -70,6 +75,10 @@ class Comparison:
     interval: tuple[float, float] | None  # bootstrap percentile interval of the speed-up
     note: str
     welch: Welch | None = None  # 95 % interval, significance and runs needed (results/stats.py)
+    # MLPerf power logs: energy score of A / energy score of B (> 1: B uses less energy to train) and
+    # its 90 % bootstrap interval
+    energy_score_ratio: float | None = None
+    energy_interval: tuple[float, float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         def side(s: Side | None) -> dict[str, Any] | None:
@@ -79,10 +88,13 @@ class Comparison:
                     "scaling_factor": s.scaling,
                     "median_minutes": s.median, "min_minutes": min(s.minutes, default=None),
                     "max_minutes": max(s.minutes, default=None), "note": s.note,
-                    "energy_to_train_kj_median": s.energy_median, "energy_runs": len(s.energy_kj)}
+                    "energy_to_train_kj_median": s.energy_median, "energy_runs": len(s.energy_kj),
+                    "energy_score_j": s.energy_score_j, "energy_note": s.energy_note or None}
         ea, eb = (self.a.energy_median if self.a else None), (self.b.energy_median if self.b else None)
         return {"benchmark": self.benchmark, "a": side(self.a), "b": side(self.b), "speedup": self.speedup,
                 "energy_ratio": _ratio(ea, eb),
+                "energy_score_ratio": self.energy_score_ratio,
+                "energy_score_interval90": list(self.energy_interval) if self.energy_interval else None,
                 "median_ratio": self.median_ratio,
                 "interval90": list(self.interval) if self.interval else None,
                 "ci95": self.welch.to_json() if self.welch else None, "note": self.note}
@@ -117,8 +129,11 @@ def sides(views: Iterable[RunView], label: str = "") -> dict[str, list[Side]]:
         shown = (label if folder == "." else f"{label.rstrip('/')}/{folder}") if label else folder
         factor = scored.scaling_factor if math.isfinite(scored.scaling_factor) else 1.0
         energy = tuple(e for e in (_energy_kj(v) for v in members) if e is not None)
+        power = energy_group(members, scored)
+        power_runs = tuple((minutes_of(v), power.runs[v.run_id].joules) for v in members) if power else ()
         side = Side(shown, bench, len(members), ok, len(members) - len(ok), scored.score_minutes, scored.note,
-                    factor, energy)
+                    factor, energy, power_runs, power.score.joules if power else None,
+                    power.score.note if power else "")
         out.setdefault(bench or folder, []).append(side)
     return out
 
@@ -154,6 +169,32 @@ def bootstrap_interval(a: Side, b: Side, rounds: int = BOOTSTRAP_ROUNDS,
     return lo, hi
 
 
+def energy_bootstrap_interval(a: Side, b: Side, rounds: int = BOOTSTRAP_ROUNDS,
+                              seed: int = BOOTSTRAP_SEED) -> tuple[float, float] | None:
+    """Percentile interval of the energy-score ratio A/B when each side's runs (time and joules together)
+    are resampled, each resample scored with the official energy rule (`scores.energy_score`)."""
+    if a.energy_score_j is None or b.energy_score_j is None:
+        return None
+    rng = random.Random(seed)
+    ratios = []
+    for _ in range(rounds):
+        sa = _energy_resample(a, rng)
+        sb = _energy_resample(b, rng)
+        r = _ratio(sa, sb)
+        if r is not None:
+            ratios.append(r)
+    if len(ratios) < rounds // 2:
+        return None
+    ratios.sort()
+    return ratios[int(INTERVAL[0] * (len(ratios) - 1))], ratios[int(INTERVAL[1] * (len(ratios) - 1))]
+
+
+def _energy_resample(side: Side, rng: random.Random) -> float | None:
+    pool = side.power_runs
+    drawn = [pool[rng.randrange(len(pool))] for _ in pool]
+    return energy_score(side.benchmark, [(str(i), m, j) for i, (m, j) in enumerate(drawn)], side.scaling).joules
+
+
 def compare(views_a: Iterable[RunView], views_b: Iterable[RunView], label_a: str = "",
             label_b: str = "") -> list[Comparison]:
     """Per benchmark: olympic TTT of A and B, speed-up A/B and its spread across seeds."""
@@ -175,7 +216,8 @@ def compare(views_a: Iterable[RunView], views_b: Iterable[RunView], label_a: str
         speedup = _ratio(a.score, b.score)
         note = "" if speedup is not None else "no olympic score on one side: " + (a.note or b.note)
         out.append(Comparison(bench, a, b, speedup, _ratio(a.median, b.median), bootstrap_interval(a, b), note,
-                              welch_of(a, b)))
+                              welch_of(a, b), _ratio(a.energy_score_j, b.energy_score_j),
+                              energy_bootstrap_interval(a, b)))
     return out
 
 
@@ -223,9 +265,25 @@ def render_comparisons(rows: Sequence[Comparison]) -> str:
             ratio = _ratio(ea, eb)
             lines.append(f"  GPU energy-to-train (median): A {kj(ea)}, B {kj(eb)}"
                          + (f": B uses {1 / ratio:.2f}× the energy of A" if ratio else ""))
+        lines += _power_log_lines(c)
         if c.note:
             lines.append(f"  note: {one_line(c.note)}")
     return "\n".join(lines)
+
+
+def _power_log_lines(c: Comparison) -> list[str]:
+    """The energy scores from MLPerf power logs, when either side has them."""
+    sides_with = [(label, s) for label, s in (("A", c.a), ("B", c.b)) if s is not None and s.power_runs]
+    if not sides_with:
+        return []
+    def said(s: Side) -> str:
+        return f"{s.energy_score_j:,.0f} J" if s.energy_score_j is not None else (s.energy_note or "no energy score")
+    out = ["  energy score (MLPerf power log): " + ", ".join(f"{label} {said(s)}" for label, s in sides_with)]
+    if c.energy_score_ratio is not None:
+        spread = (f", 90% bootstrap interval {fmt_x(c.energy_interval[0])}–{fmt_x(c.energy_interval[1])}"
+                  if c.energy_interval else "")
+        out.append(f"  energy A / B {fmt_x(c.energy_score_ratio)}{spread}")
+    return out
 
 
 # ---- baseline-normalized grid (report --baseline) ----------------------------------------------------------

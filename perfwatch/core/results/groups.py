@@ -37,6 +37,10 @@ class GroupRow:
     is_baseline: bool = False
     rcp: str = ""  # the live RCP projection ("on track", "will be normalised ×1.012", "n/a (open division)")
     stands_for: StandsFor | None = None  # the campaign's `mlperf:` the group is judged as (its logs name none)
+    # the energy score from the folder's MLPerf power logs (joules; `mlperf.power.SOURCE`), beside the
+    # NVML `energy_kj` perfwatch measures itself; `energy_note`: why a folder with power logs has none
+    energy_score_j: float | None = None
+    energy_note: str = ""
 
 
 def runs_needed(benchmark: str | None) -> int | None:
@@ -89,6 +93,8 @@ def group_rows(views: Mapping[str, RunView], baseline: str | None = None) -> lis
             score_minutes=side.score if side is not None else None, note=side.note if side is not None else "",
             energy_kj=side.energy_median if side is not None else None, speedup=speedup, interval=interval,
             is_baseline=name == baseline, rcp=rcp_projection(members, bench), stands_for=stand_in,
+            energy_score_j=side.energy_score_j if side is not None else None,
+            energy_note=side.energy_note if side is not None else "",
         ))
     return rows
 

@@ -20,7 +20,7 @@ import msgspec
 from perfwatch.core.mlperf import rcp
 from perfwatch.core.mlperf.rulesets import StandsFor
 from perfwatch.core.model.view import RunView
-from perfwatch.core.results.summary import group_of
+from perfwatch.core.results.summary import group_of, refused_files
 
 
 def projection_for(views: Iterable[RunView], run_id: str) -> rcp.Projection | None:
@@ -50,9 +50,13 @@ def group_projection(same: Sequence[RunView]) -> rcp.Projection | None:
     bench, ruleset, division, stand_in = identity(same)
     if rcp.not_applicable(bench, ruleset, division) is not None:
         return None
-    finished = tuple(sorted((v.path, _stamp(v.path)) for v in same if v.phase == "stopped"))
-    if not finished:
+    stopped = [v for v in same if v.phase == "stopped"]
+    if not stopped:
         return None
+    refused = refused_files(stopped)  # mlperf_logging's per-line regex is unbounded on such files: not handed over
+    if refused:
+        return rcp.Projection("n/a", f"RCP: n/a (not projected: {refused[0]})", 0, 0, None, None, None)
+    finished = tuple(sorted((v.path, _stamp(v.path)) for v in stopped))
     proj = _project(finished, bench, ruleset, division, stand_in is not None)
     if stand_in is None:
         return proj

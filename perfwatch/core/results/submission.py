@@ -181,7 +181,7 @@ def package(logdir: str | Path, out: str | Path, *, submitter: str, system: str 
     sys_name = safe_component(wanted, "system") if wanted else default_system_name(views, gpu)
     if wanted and sys_name != wanted:
         notes.append(f"system name {wanted!r} written as {sys_name!r} (path-safe characters only)")
-    rs = ruleset or ruleset_for(Path(views[0].path), views[0].benchmark, None, views[0].first_time_ms)
+    rs = ruleset or ruleset_for(Path(views[0].path), views[0].benchmark, None, views[0].dated_ms)
     config_of, labels = configurations(views, reg)
     per_bench: dict[str, set[str]] = {}
     for v in views:

@@ -23,7 +23,9 @@ from perfwatch.core.mlperf import rcp
 from perfwatch.core.mlperf.scores import (
     MS_PER_MINUTE,
     BenchmarkScore,
+    EnergyScore,
     ScalingError,
+    energy_score,
     scaling_factor,
     score_runs,
 )
@@ -155,6 +157,57 @@ def score_group(members: list[RunView]) -> BenchmarkScore:
     return score_runs(bench, runs, factor)
 
 
+class GroupEnergy(msgspec.Struct, frozen=True):
+    """A results folder's MLPerf power logs: each run's energy-to-train and the folder's energy score."""
+
+    runs: dict[str, Any]  # run id -> power.RunPower
+    score: EnergyScore
+
+
+def energy_group(members: list[RunView], scored: BenchmarkScore) -> GroupEnergy | None:
+    """Energy from the MLPerf power logs of a results folder (None: the folder has no `power/`).
+
+    Per run: joules for every run with a time-to-train; the score: `scores.energy_score` over the runs
+    the time score counts, with the same scaling.json factor. Where the summarizer could not compute it,
+    the score's note names the run and why."""
+    folder = group_dir(members)
+    if folder is None:
+        return None
+    from perfwatch.core.mlperf import power
+
+    if not power.has_power(folder):
+        return None
+    per_run = {v.run_id: power.run_power(v.path, v.time_to_train_ms) for v in members}
+    counted = [(v.run_id, minutes_of(v), per_run[v.run_id].joules) for v in members]
+    factor = scored.scaling_factor if math.isfinite(scored.scaling_factor) else 1.0
+    score = energy_score(scored.benchmark, counted, factor)
+    problems = [str(per_run[v.run_id].problem) for v in members
+                if minutes_of(v) is not None and per_run[v.run_id].problem]
+    if problems:
+        more = f" (and {len(problems) - 1} more run(s))" if len(problems) > 1 else ""
+        score = msgspec.structs.replace(score, note=f"no energy score: {problems[0]}{more}")
+    elif not math.isfinite(scored.scaling_factor):
+        score = msgspec.structs.replace(score, joules=None, note="no energy score: scaling.json unreadable")
+    return GroupEnergy(per_run, score)
+
+
+def minutes_of(view: RunView) -> float | None:
+    """A run's time-to-train in minutes as the scores count it (None: it did not converge)."""
+    ttt = view.time_to_train_ms
+    return ttt / MS_PER_MINUTE if view.converged and ttt else None
+
+
+def refused_files(members: list[RunView]) -> list[str]:
+    """Why some runs' files are not handed to mlperf_logging's code (lines that carry :::MLLOG and do not
+    parse: `mlperf.bounded`), from what reading them found."""
+    bad = [v for v in members if v.bad_count]
+    if not bad:
+        return []
+    from perfwatch.core.mlperf.bounded import refusal
+
+    return [why for v in bad if (why := refusal(v.path, v.bad_count, v.bad_lines[0] if v.bad_lines else None))]
+
+
 def group_ruleset(members: list[RunView]) -> tuple[str | None, str]:
     """The ruleset of a group's runs and why; says so when its runs disagree."""
     seen = {(v.ruleset, v.ruleset_why) for v in members if v.ruleset}
@@ -255,13 +308,21 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
     for folder, members in groups.items():
         scored = score_group(members)
         ruleset, why = group_ruleset(members)
-        division = next((v.division for v in members if v.division), None)
+        from perfwatch.core.mlperf.tree import division_of
+
+        folder_path = os.path.dirname(members[0].path) if members[0].path else None
+        division_said = division_of(folder_path if group_dir(members) is not None else None,
+                                    next((v.division for v in members if v.division), None))
+        division = division_said.division
         stand_in = next((v.stands_for for v in members if v.stands_for is not None), None)
+        refused = refused_files(members)
         if stand_in is None:
-            verdict = rcp.folder_verdict([v.path for v in members], scored.benchmark, ruleset, division)
+            verdict = rcp.folder_verdict([v.path for v in members], scored.benchmark, ruleset, division,
+                                         refused=refused)
         else:  # a campaign's job standing in for an MLPerf benchmark (its `mlperf:`), its logs naming none
             verdict = rcp.folder_verdict([v.path for v in members], stand_in.benchmark, stand_in.ruleset,
-                                         stand_in.division, as_benchmark=True)
+                                         stand_in.division, as_benchmark=True, refused=refused)
+        energy = energy_group(members, scored)
         benches.append(
             {
                 "folder": folder,
@@ -276,15 +337,35 @@ def build(book: RunBook, extra: Callable[[RunView], dict[str, Any]] | None = Non
                 "score_minutes": scored.score_minutes,
                 "ruleset": ruleset,
                 "ruleset_why": why,
+                "division": division,
+                "division_source": division_said.source,
                 "rcp": verdict.to_json(),
                 "stands_for": msgspec.to_builtins(stand_in) if stand_in is not None else None,
                 "note": scored.note,
+                **_energy_columns(energy),
             }
         )
         for v in members:  # the run-level forms (csv) say which scaling their folder's score carries
-            row_of_run[v.run_id]["group"] = folder
-            row_of_run[v.run_id]["scaling_factor"] = benches[-1]["scaling_factor"]
+            row = row_of_run[v.run_id]
+            row["group"] = folder
+            row["scaling_factor"] = benches[-1]["scaling_factor"]
+            if energy is not None:
+                got = energy.runs[v.run_id]
+                row["mlperf_energy_j"] = got.joules
+                row["mlperf_energy_note"] = got.problem
+                row["group_energy_score_j"] = energy.score.joules
     return Report(rows, benches, count(statuses))
+
+
+def _energy_columns(energy: GroupEnergy | None) -> dict[str, Any]:
+    """A benchmark row's energy score from MLPerf power logs (all None for a folder without `power/`)."""
+    if energy is None:
+        return {"energy_score_j": None, "energy_olympic_j": None, "energy_source": None, "energy_note": None}
+    from perfwatch.core.mlperf.power import SOURCE
+
+    score = energy.score
+    return {"energy_score_j": score.joules, "energy_olympic_j": score.olympic_joules, "energy_source": SOURCE,
+            "energy_note": score.note or None}
 
 
 def metrics_columns(*, measure_cpu_peak: bool = True, logdir: Path | str | None = None,
@@ -338,6 +419,7 @@ RUN_COLUMNS: list[tuple[str, str, int]] = [
     ("gpu_util_mean", "GPU %", 0),
     ("power_mean_w", "W", 0),
     ("energy_to_train_kj", "kJ", 2),  # GPU energy-to-train; how it was measured: energy_lines
+    ("mlperf_energy_j", "power-log J", 0),  # MLPerf power logs' energy-to-train (shown when a run has one)
     ("compliance", "rules", 0),
     ("bad_lines", "bad", 0),
 ]
@@ -349,6 +431,7 @@ BENCH_COLUMNS: list[tuple[str, str, int]] = [
     ("olympic_minutes", "olympic min", 3),
     ("scaling_factor", "scaling", 4),
     ("score_minutes", "score min", 3),
+    ("energy_score_j", "energy score J", 0),  # from MLPerf power logs (shown when a folder has them)
     ("ruleset", "ruleset", 0),
     ("rcp_text", "RCP", 0),
     ("note", "note", 0),
@@ -386,7 +469,23 @@ def cells(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> li
     return [[one_line(_cell(r, k, d)) for k, _, d in columns] for r in rows]
 
 
+def _has_power_logs(row: dict[str, Any]) -> bool:
+    """A run of a folder with MLPerf power logs (its row has the key), or such a folder's row."""
+    return "mlperf_energy_j" in row or bool(row.get("energy_source"))
+
+
+_POWER_LOG_COLUMNS = ("mlperf_energy_j", "energy_score_j")  # most trees have no power logs: no empty column
+
+
+def shown_columns(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> list[tuple[str, str, int]]:
+    """The columns a table shows: the power-log energy ones only when some row has a power measurement."""
+    if any(_has_power_logs(r) for r in rows):
+        return columns
+    return [c for c in columns if c[0] not in _POWER_LOG_COLUMNS]
+
+
 def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
+    columns = shown_columns(rows, columns)
     head = [h for _, h, _ in columns]
     body = cells(rows, columns)
     widths = [max([len(h)] + [len(r[i]) for r in body]) for i, h in enumerate(head)]
@@ -401,6 +500,7 @@ def _table(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> s
 
 
 def _markdown(rows: list[dict[str, Any]], columns: list[tuple[str, str, int]]) -> str:
+    columns = shown_columns(rows, columns)
     head = [h for _, h, _ in columns]
     out = ["| " + " | ".join(head) + " |", "|" + "|".join(" --- " for _ in head) + "|"]
     out += ["| " + " | ".join(c.replace("|", "\\|") for c in r) + " |" for r in cells(rows, columns)]
@@ -414,7 +514,7 @@ def render(report: Report, fmt: str) -> str:
         import csv
 
         buf = io.StringIO()
-        keys = list(report.runs[0].keys()) if report.runs else [k for k, _, _ in RUN_COLUMNS]
+        keys = list(dict.fromkeys(k for r in report.runs for k in r)) if report.runs else [k for k, _, _ in RUN_COLUMNS]
         writer = csv.DictWriter(buf, fieldnames=keys, extrasaction="ignore", lineterminator="\n")
         writer.writerow({k: csv_cell(k) for k in keys})
         for row in report.runs:
@@ -447,6 +547,22 @@ def reasons_lines(report: Report) -> list[str]:
 
 
 def _notes(report: Report) -> list[str]:
+    return (reasons_lines(report) + ruleset_lines(report) + peak_lines(report) + energy_lines(report) + power_log_lines(report)
+            + time_lines(report))
+
+
+def power_log_lines(report: Report) -> list[str]:
+    """How the power-log joules were measured, and each folder whose energy score cannot be computed."""
+    with_power = [b for b in report.benchmarks if b.get("energy_source")]
+    if not with_power:
+        return []
+    where = with_power[0]["folder"] if len(with_power) == 1 else f"{len(with_power)} folders"
+    out = [f"power-log J of {where}: energy-to-train from the MLPerf power logs (power/<result>/node_*.txt, "
+           "sw_*.txt) as MLCommons' result summarizer computes it; energy score: olympic mean, runs ranked by "
+           "time-to-train, × scaling.json"]
+    out += [f"{b['folder']}: {b['energy_note']}" for b in with_power
+            if b.get("energy_score_j") is None and b.get("energy_note")]
+    return out
     lines = reasons_lines(report) + ruleset_lines(report) + peak_lines(report) + energy_lines(report) + time_lines(report)
     return [one_line(n) for n in lines]
 
