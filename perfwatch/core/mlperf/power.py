@@ -29,8 +29,8 @@ from typing import Any
 
 import msgspec
 
-from perfwatch.core.ingest.discover import is_regular
-from perfwatch.core.ingest.mllog import parse_path
+from perfwatch.core.ingest.discover import is_regular, open_regular
+from perfwatch.core.ingest.mllog import TOKEN
 from perfwatch.core.layout import POWER_DIR, POWER_NODE_PREFIX, POWER_SWITCH_PREFIX, power_folder
 
 POWER_START = "power_measurement_start"
@@ -43,6 +43,40 @@ SOURCE = "MLPerf power log"  # how these joules were measured, beside perfwatch'
 
 class PowerError(ValueError):
     """The summarizer's energy computation cannot be done for this run: the message says why."""
+
+
+class PowerRecord(msgspec.Struct, gc=False):
+    """The fields of a power log's record the energy reads (the rest of each record is skipped unread)."""
+
+    time_ms: float
+    key: str
+    value: Any = None
+
+
+_decode = msgspec.json.Decoder(PowerRecord).decode
+
+
+def records(path: Path) -> list[PowerRecord]:
+    """A power log's records as MLPerf's parser finds them: the JSON after the last `:::MLLOG ` of a line
+    (read as latin-1 where it is not UTF-8); a line that does not decode is skipped, as the summarizer
+    skips it."""
+    with open_regular(path) as fh:
+        data = fh.read()
+    out: list[PowerRecord] = []
+    append = out.append
+    skip = len(TOKEN)
+    for line in data.split(b"\n"):
+        at = line.rfind(TOKEN)
+        if at < 0:
+            continue
+        try:
+            append(_decode(line[at + skip:]))
+        except msgspec.DecodeError:
+            try:
+                append(_decode(line[at + skip:].decode("latin-1").encode()))
+            except msgspec.DecodeError:
+                continue
+    return out
 
 
 class NodePower(msgspec.Struct, frozen=True):
@@ -102,15 +136,14 @@ def _number(value: Any, what: str, where: str) -> float:
 
 def read_node(path: Path) -> NodePower:
     """One node log as the summarizer's `_compute_power_node` walks it (records in time order)."""
-    events, _ = parse_path(str(path))
-    records = sorted((e for e in events if e.key in (POWER_START, POWER_STOP, POWER_READING, CONVERSION_EFF)),
-                     key=lambda e: e.time_ms)
+    wanted = (POWER_START, POWER_STOP, POWER_READING, CONVERSION_EFF)
+    ordered = sorted((e for e in records(path) if e.key in wanted), key=lambda e: e.time_ms)
     prev = last = start = stop = 0.0
     watt_ms: float = 0
     eff: float = 1.0
     start_found = stop_found = False
     where = f"{path.parent.name}/{path.name}"
-    for e in records:
+    for e in ordered:
         key = e.key
         if key == POWER_READING:  # most records: tested first, the number checked inline
             if start_found and not stop_found:
@@ -143,11 +176,10 @@ def read_node(path: Path) -> NodePower:
 
 def read_switch(path: Path) -> SwitchPower:
     """One switch log as the summarizer's `_compute_power_sw` reads it: file order, up to the first estimate."""
-    events, _ = parse_path(str(path))
     eff: float = 1.0
     watts: float = 0.0
     where = f"{path.parent.name}/{path.name}"
-    for e in events:
+    for e in records(path):
         if e.key == CONVERSION_EFF:
             eff = _number(e.value, CONVERSION_EFF, where)
         elif e.key == INTERCONNECT_POWER:
