@@ -172,3 +172,26 @@ def test_every_command_leaves_the_tree_byte_identical(tmp_path: Path,
     capsys.readouterr()
     assert _tree_digest(tree) == before
     assert len(list((tmp_path / "mila").glob("*.json"))) == 10
+
+
+async def test_campaign_view_shows_the_power_logs_energy_score_report_gives() -> None:
+    """The campaign view (g) beside report: the MLPerf energy score of a folder with power logs, or why not."""
+    import json
+    import subprocess
+    import sys
+
+    from tests.ui_helpers import attach_app, screen_text, until
+
+    tree = Path(__file__).parent / "data" / "mlperf-power"
+    rep = subprocess.run([sys.executable, "-m", "perfwatch", "report", str(tree), "--format", "json"],
+                         capture_output=True, text=True, timeout=120)
+    scores = [b["energy_score_j"] for b in json.loads(rep.stdout)["benchmarks"] if b.get("energy_score_j")]
+    assert len(scores) == 1
+    app = attach_app(tree, theme="dark")
+    async with app.run_test(size=(220, 40)) as pilot:
+        await until(pilot, lambda: "resnet" in screen_text(app), "the runs")
+        await pilot.press("g")
+        await until(pilot, lambda: "score (power logs)" in screen_text(app), "the energy score", steps=800)
+        text = screen_text(app)
+        assert f"{scores[0] / 1e3:.0f} kJ score (power logs)" in text
+        assert "power logs: no energy score" in text  # the folder the official computation cannot score

@@ -238,3 +238,4 @@ def test_metrics_export_each_ranks_step_time_and_the_straggler_as_the_rank_files
         assert got[("perfwatch_rank_step_seconds", str(rank))] == pytest.approx(statistics.median(ds))
         assert got[("perfwatch_rank_straggler", str(rank))] == (1.0 if rank == 1 else 0.0)
     assert got[("perfwatch_run_state", "stalled")] == 1.0  # the stalled flag: a member of the state set
+

@@ -35,7 +35,13 @@ def row_cells(r: GroupRow) -> tuple[str, ...]:
         vs = f"×{r.speedup:.2f}" + (f" [{r.interval[0]:.2f}–{r.interval[1]:.2f}]" if r.interval else "")
     else:
         vs = "–"
-    energy = f"{r.energy_kj:.0f} kJ" if r.energy_kj is not None else "–"
+    # perfwatch's own NVML energy-to-train and the MLPerf power logs' energy score, each said as measured
+    energies = [f"{r.energy_kj:.0f} kJ NVML"] if r.energy_kj is not None else []
+    if r.energy_score_j is not None:
+        energies.append(f"{r.energy_score_j / 1e3:.0f} kJ score (power logs)")
+    elif r.energy_note:
+        energies.append(f"power logs: {r.energy_note}")
+    energy = ", ".join(energies) or "–"
     bench = f"{r.benchmark} (stand-in)" if r.stands_for is not None else r.benchmark or "–"
     return (r.group, bench, f"{r.stopped}/{r.runs}", f"{r.converged}{needed}", score, vs, energy,
             r.rcp or "–", r.note)
