@@ -176,7 +176,6 @@ def test_every_command_leaves_the_tree_byte_identical(tmp_path: Path,
 
 async def test_campaign_view_shows_the_power_logs_energy_score_report_gives() -> None:
     """The campaign view (g) beside report: the MLPerf energy score of a folder with power logs, or why not."""
-    import json
     import subprocess
     import sys
 
