@@ -149,7 +149,8 @@ class _Printer:
             if info.state.terminal and view is not None:
                 parts.append(_eval_text(view))
             self.line("  ".join(p for p in parts if p))
-            if info.state in (RunState.FAILED, RunState.KILLED, RunState.TIMEOUT, RunState.UNKNOWN):
+            if info.state in (RunState.FAILED, RunState.KILLED, RunState.TIMEOUT, RunState.CANCELLED,
+                              RunState.UNKNOWN):
                 for text in info.last_output[-LAST_LINES:]:
                     print(f"{'':>10}| {text}", file=self.out, flush=True)
 
