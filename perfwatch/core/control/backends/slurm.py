@@ -113,6 +113,20 @@ def job_name(run_id: str) -> str:
     return f"perfwatch-{run_id}"
 
 
+def job_instructions(config: BackendConfig, spec: RunSpec, run_dir: Path, env: dict[str, str]) -> dict[str, Any]:
+    """What the in-job runner (slurm_job.py) reads from SLURM_JOB_FILE: argv, environment, folders, container."""
+    logdir = run_dir.parents[len(Path(spec.run_id).parts) - 1]  # run_dir is LOGDIR/<run id>
+    return {
+        "run_id": spec.run_id, "argv": list(spec.argv), "cwd": spec.cwd,
+        "env": {k: v for k, v in env.items() if k != "CUDA_VISIBLE_DEVICES"},  # Slurm sets it from --gres
+        "logdir": str(logdir), "run_dir": str(run_dir), "exit_file": str(run_dir / EXIT_FILE),
+        "nnodes": spec.launcher.nnodes, "launcher": spec.launcher.type, "container_image": config.container_image,
+        "container_mounts": list(config.container_mounts),
+        "cache_clear": list(spec.cache_clear_cmd) if spec.cache_clear_cmd else None,
+        "cache_clear_timeout": spec.cache_clear_timeout, "planned_python": sys.executable,
+    }
+
+
 def sbatch_argv(config: BackendConfig, spec: RunSpec, run_dir: Path) -> list[str]:
     """The sbatch options for one run (without the script and its arguments)."""
     tr = spec.launcher
@@ -323,16 +337,7 @@ class SlurmBackend:
     def start(self, spec: RunSpec, run_dir: Path, launch: Launch) -> SlurmRun:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / EXIT_FILE).unlink(missing_ok=True)
-        env = {k: v for k, v in launch.env.items() if k != "CUDA_VISIBLE_DEVICES"}  # Slurm sets it from --gres
-        job = {
-            "run_id": spec.run_id, "argv": list(spec.argv), "env": env, "cwd": spec.cwd,
-            "run_dir": str(run_dir), "exit_file": str(run_dir / EXIT_FILE), "nnodes": spec.launcher.nnodes,
-            "launcher": spec.launcher.type, "container_image": self.config.container_image,
-            "container_mounts": list(self.config.container_mounts),
-            "cache_clear": list(spec.cache_clear_cmd) if spec.cache_clear_cmd else None,
-            "cache_clear_timeout": spec.cache_clear_timeout, "planned_python": sys.executable,
-        }
-        write_json_atomic(run_dir / SLURM_JOB_FILE, job)
+        write_json_atomic(run_dir / SLURM_JOB_FILE, job_instructions(self.config, spec, run_dir, launch.env))
         script = run_dir / SLURM_BATCH_FILE
         script.write_text(BATCH_SCRIPT)
         name = job_name(spec.run_id)

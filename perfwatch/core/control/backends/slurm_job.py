@@ -57,13 +57,27 @@ def torchrun_for_allocation(argv: list[str], nnodes: int, endpoint: str, rdzv_id
     return out + argv[i:]
 
 
-def workload_argv(job: dict[str, Any], environ: dict[str, str]) -> list[str]:
-    """What the supervisor starts for this job on this allocation."""
+def container_mounts(job: dict[str, Any]) -> list[str]:
+    """Pyxis mounts: the campaign's, plus the LOGDIR (the mllog path and output are there) and the
+    workload's working folder (its scripts, `--container-workdir`), each at the same path inside,
+    unless a mount of the campaign already covers that path."""
+    mounts = list(job.get("container_mounts") or [])
+    inside = [m.split(":")[1] if ":" in m else m for m in mounts]
+    for folder in (job.get("logdir"), job.get("cwd")):
+        if folder and not any(folder == d or folder.startswith(d.rstrip("/") + "/") for d in inside):
+            mounts.append(folder)
+            inside.append(folder)
+    return mounts
+
+
+def workload_argv(job: dict[str, Any], environ: dict[str, str], master: str | None = None) -> list[str]:
+    """What the supervisor starts for this job on this allocation (`master`: the first node's address,
+    looked up in the allocation when not given; `--dry-run` gives a placeholder)."""
     argv = list(job["argv"])
     nnodes = int(job.get("nnodes") or 1)
     image = job.get("container_image")
     if job.get("launcher") == "torchrun" and nnodes > 1:
-        master = first_node(environ.get("SLURM_JOB_NODELIST", "localhost"))
+        master = master or first_node(environ.get("SLURM_JOB_NODELIST", "localhost"))
         job_id = environ.get("SLURM_JOB_ID", "0")
         port = RDZV_PORT + (int(job_id) if job_id.isdigit() else 0) % RDZV_PORTS
         argv = torchrun_for_allocation(argv, nnodes, f"{master}:{port}", f"slurm-{job_id}")
@@ -74,8 +88,7 @@ def workload_argv(job: dict[str, Any], environ: dict[str, str]) -> list[str]:
     step = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     if image:
         step.append(f"--container-image={image}")
-        if job.get("container_mounts"):
-            step.append(f"--container-mounts={','.join(job['container_mounts'])}")
+        step.append(f"--container-mounts={','.join(container_mounts(job))}")
         step.append(f"--container-workdir={job['cwd']}")
     return [*step, *argv]
 
