@@ -266,3 +266,24 @@ def test_two_node_torchrun_job_rendezvous_from_the_allocation(slurm_two_nodes, t
              if '"key": "perfwatch_world_size"' in x]
     assert sizes == [2]  # one rank per node, joined into one process group
     assert best_accuracy(logdir / "ddp.r0" / "mllog.txt") >= 0.90
+
+    # telemetry sampled on each node of the allocation, one file per node, the job's own processes in it
+    folder = logdir / "ddp.r0"
+    assert sorted(p.name for p in folder.glob("telemetry.*.jsonl")) == ["telemetry.n1.jsonl", "telemetry.n2.jsonl"]
+    cpu_means = {}
+    for node in ("n1", "n2"):
+        records = [json.loads(line) for line in (folder / f"telemetry.{node}.jsonl").read_text().splitlines()]
+        assert records and all(r["node"] == node for r in records)
+        cpus = [r["cpu_percent"] for r in records if "cpu_percent" in r]
+        assert cpus and max(r.get("nprocs", 0) for r in records) >= 2  # torchrun and its rank, on this node
+        assert all("host_cpu_percent" in r for r in records) and all("gpu_unavailable" in r for r in records)
+        cpu_means[node] = sum(cpus) / len(cpus)
+    report = perfwatch("report", str(logdir), env=env)
+    assert report.returncode == 0, report.stderr
+    line = next(x for x in report.stdout.splitlines() if x.startswith("telemetry of ddp.r0 by node"))
+    assert "n1: CPU" in line and "n2: CPU" in line
+    row = json.loads(perfwatch("report", str(logdir), "--format", "json", env=env).stdout)["runs"][0]
+    assert set(row["telemetry_nodes"]) == {"n1", "n2"}
+    for node, mean in cpu_means.items():
+        assert abs(row["telemetry_nodes"][node]["cpu_mean"] - mean) < 1e-6
+    assert abs(row["cpu_mean"] - sum(cpu_means.values())) < 1e-6  # the run's total: both nodes added

@@ -31,7 +31,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from perfwatch.core.layout import TELEMETRY_FILE
+from perfwatch.core.layout import TELEMETRY_FILE, node_telemetry_files
 from perfwatch.core.measure.columns import LiveTelemetry
 from perfwatch.core.model.status import State
 from perfwatch.core.results.summary import metrics_columns, run_row
@@ -123,7 +123,7 @@ class RowCache:
         tele = self._telemetry.get(run_id)
         if tele is None:
             path = Path(log_path).parent / TELEMETRY_FILE if log_path else None
-            if path is None or not path.exists():
+            if path is None or not (path.exists() or node_telemetry_files(path.parent)):  # Slurm: the nodes' files
                 return None
             tele = self._telemetry[run_id] = LiveTelemetry(str(path))
         tele.poll()
