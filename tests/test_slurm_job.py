@@ -74,3 +74,43 @@ def test_dry_run_shows_the_pyxis_step_with_logdir_and_workdir_mounted(tmp_path: 
     assert f"--container-workdir={ROOT}" in argv and "--container-image=nvcr.io#nvidia/pytorch:24.04-py3" in argv
     assert argv[argv.index(f"--container-workdir={ROOT}") + 1] == "python"  # the container's own interpreter
     assert "--rdzv-endpoint=FIRST_NODE:29500" in argv and "--nnodes=2" in argv
+
+
+def test_per_node_telemetry_files_are_read_as_one_run_with_totals_and_nodes(tmp_path: Path) -> None:
+    from perfwatch.core.engine import telemetry_path
+    from perfwatch.core.layout import node_telemetry_name, telemetry_node
+    from perfwatch.core.telemetry.jsonl import read_telemetry, summarize_telemetry
+
+    assert node_telemetry_name("gpu-node01") == "telemetry.gpu-node01.jsonl"
+    assert node_telemetry_name("../x") == "telemetry.___x.jsonl"  # never a path
+    assert telemetry_node("telemetry.gpu-node01.jsonl") == "gpu-node01" and telemetry_node("telemetry.jsonl") == ""
+    assert telemetry_node("telemetry.a.b.jsonl") is None and telemetry_node("mllog.txt") is None
+    run = tmp_path / "bert.r0"
+    run.mkdir()
+    (run / "mllog.txt").write_text("")
+    lines = {
+        "n1": ['{"time": 1, "node": "n1", "cpu_percent": 100, "rss": 1000, "gpus": [{"index": 0, "uuid": "A",'
+               ' "util_sm": 90, "power_w": 300}]}',
+               '{"time": 2, "node": "n1", "cpu_percent": 50, "rss": 3000, "gpus": [{"index": 0, "uuid": "A",'
+               ' "util_sm": 70, "power_w": 100}]}'],
+        "n2": ['{"time": 1.5, "node": "n2", "cpu_percent": 20, "rss": 500, "gpus": [{"index": 0, "uuid": "B",'
+               ' "util_sm": 10, "power_w": 50}, {"index": 1, "uuid": "C", "util_sm": 30, "power_w": 50}]}'],
+    }
+    for node, text in lines.items():
+        (run / node_telemetry_name(node)).write_text("\n".join(text) + "\n")
+    records = read_telemetry(run)
+    assert len(records) == 3
+    total = summarize_telemetry(records)
+    assert total.nodes is not None and set(total.nodes) == {"n1", "n2"}
+    assert total.nodes["n1"].cpu_mean == 75 and total.nodes["n2"].cpu_mean == 20
+    assert total.cpu_mean == 95  # both nodes' processes together
+    assert total.power_mean_w == 200 + 100  # n1 averages 200 W, n2 draws 100 W
+    assert total.gpus == 3 and total.rss_max == 3500
+    assert total.gpu_util_mean == (80 * 1 + 20 * 2) / 3  # per-GPU mean over all three GPUs
+    # the live view follows a Slurm run's first node while it has no telemetry.jsonl of its own
+    from types import SimpleNamespace
+
+    proc = SimpleNamespace(folder=run)  # a launched run's ProcInfo, as far as telemetry_path reads it
+    assert telemetry_path(None, proc) == run / "telemetry.n1.jsonl"  # type: ignore[arg-type]
+    (run / "telemetry.jsonl").write_text("")
+    assert telemetry_path(None, proc) == run / "telemetry.jsonl"  # type: ignore[arg-type]
