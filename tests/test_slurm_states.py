@@ -167,3 +167,30 @@ def test_slurmctld_down_submission_waits_then_starts_and_stale_status_refuses_co
         if not (slurm.root / "slurmctld.pid").exists() or subprocess.run(["scontrol", "ping"]).returncode != 0:
             slurm.start_controller()
         s.close(stop_runs=True)
+
+
+def test_interrupted_stop_is_completed_once_by_attach(slurm, tmp_path: Path, quick_polls) -> None:  # type: ignore[no-untyped-def]
+    """A launch that dies while its stop is in flight: `attach` finishes it, says it once, Slurm says CANCELLED."""
+    s = scheduler(tmp_path, f"""
+        scheduler: {{backend: slurm}}
+        defaults: {{grace: 2s}}
+        jobs:
+          - {{name: job, cmd: [python, {FAKE}, --mode, ignore_term, --epochs, 5, --step, 0.05]}}
+        """)
+    logdir = tmp_path / "logdir"
+    try:
+        assert wait_for(lambda: "waiting forever" in output(tmp_path, "job.r0"), timeout=60, tick=s.poll)
+        job = str(s.runs["job.r0"].record.slurm_job_id)
+        s.stop("job.r0")  # scancel sent; the workload ignores SIGTERM
+    finally:
+        s.close(stop_runs=False)  # perfwatch gone before the job ended: perfwatch.json says "stopping"
+    done = subprocess.run([sys.executable, "-m", "perfwatch", "attach", str(logdir), "--headless"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 1, done.stdout + done.stderr  # not all runs succeeded: one was stopped
+    from test_slurm_backend import record
+
+    final = record(logdir, "job.r0")
+    assert final["state"] == "stopped" and final["slurm_job_id"] == job
+    assert final["reason"].count("stopped by user") == 1 and final["reason"].count("after SIGTERM") <= 1, final["reason"]
+    assert "Slurm: CANCELLED" in final["reason"]
+    assert job_field(job, "JobState") == "CANCELLED"
