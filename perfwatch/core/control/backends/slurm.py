@@ -54,6 +54,7 @@ SOON = 2.0  # s: the next query when a job is visibly ending (its exit.json appe
 EXIT_WAIT = 10.0  # s to wait for exit.json after Slurm says the job ended (shared filesystems lag)
 RETRY_FIRST, RETRY_MAX = 5.0, 60.0  # s: backoff of submissions while slurmctld does not answer
 _TIMEOUT = 30
+STALE_STEP = 10  # s: how finely a stale status's age is shown
 SQUEUE_FIELDS = ("JobID", "State", "Reason", "exit_code", "RestartCnt", "Name")
 # what Slurm's client commands print when the controller does not answer (connect failure, timeouts)
 _UNREACHABLE = re.compile(r"contact slurm controller|connect(ion)? (failure|refused)|timed out|Zero Bytes were "
@@ -396,7 +397,9 @@ class SlurmBackend:
         """Why the states shown are old and how old, or None while the controller answers."""
         if self.problem is None:
             return None
-        since = f" for {time.time() - self.answered_at:.0f}s" if self.answered_at is not None else ""
+        # the age in STALE_STEP steps: a run's reason (and perfwatch.json) changes every STALE_STEP s, not every poll
+        age = int((time.time() - self.answered_at) // STALE_STEP * STALE_STEP) if self.answered_at is not None else None
+        since = f" for {age}s+" if age is not None else ""
         return f"Slurm status stale{since}: slurmctld unreachable ({self.problem})"
 
     def refresh(self) -> None:
