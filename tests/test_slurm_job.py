@@ -56,6 +56,7 @@ def test_container_runs_as_one_srun_step_with_pyxis_options() -> None:
 
 def test_dry_run_shows_the_pyxis_step_with_logdir_and_workdir_mounted(tmp_path: Path) -> None:
     path = campaign_file(tmp_path, """
+        relative_to: current_dir
         scheduler: {backend: slurm, container_image: "nvcr.io#nvidia/pytorch:24.04-py3",
                     container_mounts: [/data:/data, /scratch]}
         jobs:
@@ -112,5 +113,21 @@ def test_per_node_telemetry_files_are_read_as_one_run_with_totals_and_nodes(tmp_
 
     proc = SimpleNamespace(folder=run)  # a launched run's ProcInfo, as far as telemetry_path reads it
     assert telemetry_path(None, proc) == run / "telemetry.n1.jsonl"  # type: ignore[arg-type]
+    # the metrics endpoint: the run's totals, and one series per node
+    from perfwatch.core.measure.columns import report_extra
+    from perfwatch.core.model.run import Run
+    from perfwatch.exporters.metrics import families
+    from perfwatch.exporters.source import LiveRun, LiveSnapshot
+
+    view = Run("bert.r0", str(run / "mllog.txt")).view()
+    rows = {"bert.r0": report_extra(view, cpu="off")}
+    snap = LiveSnapshot("c", tmp_path, (LiveRun("bert.r0", view, "bert", "running", ()),), None)
+    got = {(s.name, s.labels.get("node")): s.value for fam in families(snap, rows) for s in fam.samples
+           if s.labels.get("run") == "bert.r0"}
+    assert got[("perfwatch_run_node_cpu_mean_ratio", "n1")] == 0.75  # 1 = one core busy
+    assert got[("perfwatch_run_node_cpu_mean_ratio", "n2")] == 0.2
+    assert got[("perfwatch_run_node_power_mean_watts", "n2")] == 100
+    assert got[("perfwatch_run_cpu_mean_ratio", None)] == 0.95 and got[("perfwatch_run_power_mean_watts", None)] == 300
+
     (run / "telemetry.jsonl").write_text("")
     assert telemetry_path(None, proc) == run / "telemetry.jsonl"  # type: ignore[arg-type]

@@ -224,7 +224,8 @@ class TelemetryAccumulator:
     """A run's telemetry summary built one record at a time (`add`), in constant memory: `report` streams
     the file through it, the metrics endpoint feeds it only what was appended since its last scrape."""
 
-    def __init__(self) -> None:
+    def __init__(self, by_node: bool = True) -> None:
+        self.by_node = by_node  # False: one node's own accumulator (its records all name it)
         self.n = 0  # every record, the nodes' too
         self.own = 0  # records without a node (telemetry.jsonl)
         self.nodes: dict[str, TelemetryAccumulator] = {}  # records sampled on compute nodes, by node
@@ -245,8 +246,10 @@ class TelemetryAccumulator:
     def add(self, rec: Mapping[str, Any]) -> None:
         self.n += 1
         node = rec.get("node")
-        if isinstance(node, str) and node:
-            self.nodes.setdefault(node, TelemetryAccumulator()).add(rec)
+        if self.by_node and isinstance(node, str) and node:
+            if node not in self.nodes:
+                self.nodes[node] = TelemetryAccumulator(by_node=False)
+            self.nodes[node].add(rec)
             return
         self.own += 1
         t = finite(rec.get("time"))
