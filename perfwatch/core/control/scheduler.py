@@ -396,12 +396,17 @@ class Scheduler:
 
     def _requeued(self, run: _Run, why: str) -> None:
         """The backend put the run's job back in its queue (Slurm requeue, preemption): same run, next
-        attempt, waiting again. The ending attempt's files are kept as `.attempt-N.*`."""
+        attempt, waiting again. The ending attempt's files are kept as `.attempt-N.*`, unless the next
+        attempt is already running (the requeue happened while no perfwatch watched): then both
+        attempts' output stays in the run's files, and the reason says so."""
         assert run.proc is not None
-        try:
-            launch.archive_attempt(self._folder(run.spec.run_id), run.attempt)
-        except (UnsafePath, OSError) as exc:
-            why = f"{why}; its files could not be kept apart: {exc}"
+        if run.proc.pending() is None:
+            why = f"{why}; seen after the next attempt started: both attempts' output is in the run's files"
+        else:
+            try:
+                launch.archive_attempt(self._folder(run.spec.run_id), run.attempt)
+            except (UnsafePath, OSError) as exc:
+                why = f"{why}; its files could not be kept apart: {exc}"
         run.ended_at = time.time()
         self._next_attempt(run, "requeued")
         self._set(run, RunState.STARTING, f"{why}; {run.proc.pending() or 'waiting in Slurm'}")
