@@ -168,8 +168,13 @@ class Scheduler:
         self.write_error: str | None = None  # why perfwatch.json could not be written (retried every poll)
         self._telemetry: Any = None  # TelemetryThread once record_telemetry() is called
         self._live: Mapping[str, Any] = {}
+        adopted: list[_Run] = []  # live runs the backend re-adopted by their facts in perfwatch.json
         for rec in data.runs:
-            self.runs[rec.run_id] = self._restore(rec)
+            self.runs[rec.run_id] = self._restore(rec, adopted)
+        if adopted:
+            self.backend.refresh()  # one batched state query for all of them (Slurm: one squeue)
+        for run in adopted:
+            self._adopted(run)
         specs = [r.spec for r in self.runs.values()]
         self.cores = len(os.sched_getaffinity(0))
         # auto: GPU runs are limited by free GPUs; CPU runs by a budget of cores (threads x processes)
@@ -241,7 +246,7 @@ class Scheduler:
             os.close(fd)
             raise
 
-    def _restore(self, rec: registry.RunRecord) -> _Run:
+    def _restore(self, rec: registry.RunRecord, adopted: list[_Run]) -> _Run:
         run = _Run(rec.spec(), rec)
         run.attempt = rec.attempt
         run.exit_code, run.reason = rec.exit_code, rec.reason
@@ -259,13 +264,8 @@ class Scheduler:
         if handle is not None:
             run.proc = handle
             run.intent = rec.intent
-            self.backend.refresh()
-            run.state = RunState.PAUSED if handle.paused() else RunState.RUNNING
-            if handle.pending():
-                run.state, run.reason = RunState.STARTING, handle.pending()
-            if state is RunState.STOPPING:
-                run.state, run.kill_at = RunState.STOPPING, time.time() + run.spec.grace
-            run.active_at = time.time()
+            run.state = RunState.RUNNING  # `_adopted` decides, once the backend has been asked about all
+            adopted.append(run)
         elif state is RunState.STARTING:  # perfwatch died between "starting" and recording the pid
             found = launch.find_supervisor(folder)
             if found is not None:
@@ -282,6 +282,16 @@ class Scheduler:
         else:
             run.state = state
         return run
+
+    def _adopted(self, run: _Run) -> None:
+        """A re-adopted run's state from its handle (after one `backend.refresh()` for all of them)."""
+        assert run.proc is not None
+        run.state = RunState.PAUSED if run.proc.paused() else RunState.RUNNING
+        if run.proc.pending():
+            run.state, run.reason = RunState.STARTING, run.proc.pending()
+        if run.record.state is RunState.STOPPING:
+            run.state, run.kill_at = RunState.STOPPING, time.time() + run.spec.grace
+        run.active_at = time.time()
 
     def _folder(self, run_id: str) -> Path:
         """The run's folder; UnsafePath if it would lie outside LOGDIR (checked at every use)."""
