@@ -6,11 +6,12 @@ folder that holds the workload's argv and environment; no value from the campaig
 put into shell text. Inside the job the runner execs the same supervisor a local run has, with
 `--output` pointing at the run's output.log, so the run folder looks exactly like a local one.
 
-State is Slurm's (table in slurm_states.py). One `squeue --local` for all of a campaign's jobs
-every `poll_interval` (default `DEFAULT_POLL` s; two RPCs: job info and partition info), `-t all`
-so that ended jobs still in the controller's memory are seen with their final state, restart
-count and exit code. Jobs squeue no longer knows are looked up in `sacct` when accounting is on
-(one batched call), and otherwise decided by the run's own exit.json. Between two queries only
+State is Slurm's (table in slurm_states.py). One `scontrol -o show job` for all of a campaign's
+jobs every `poll_interval` (default `DEFAULT_POLL` s; one RPC, REQUEST_JOB_INFO: the records squeue
+would fetch, without its partition lookup and without per-job or federation requests); ended jobs
+still in the controller's memory are in it with their final state, restart count and exit code.
+Jobs the controller no longer knows are looked up in `sacct` when accounting is on (one batched
+call), and otherwise decided by the run's own exit.json. Between two queries only
 files are read: when a job's exit.json appears (it is ending) the next query comes sooner
 (`SOON` s), so a campaign waits for Slurm's final word without asking the controller more often.
 
@@ -48,14 +49,14 @@ if TYPE_CHECKING:  # annotations only: campaign.py imports this package's settin
     from perfwatch.core.control.registry import RunRecord
 
 BATCH_SCRIPT = '#!/bin/sh\n# perfwatch: the run\'s argv is in the JSON file "$2"\nexec "$1" -m perfwatch.core.control.backends.slurm_job "$2"\n'
-DEFAULT_POLL = 10.0  # s between batched squeue calls (0.2 RPC/s for any number of jobs)
+DEFAULT_POLL = 10.0  # s between batched status queries (0.1 RPC/s for any number of jobs)
 POLL_ENV = "PERFWATCH_SLURM_POLL"  # seconds; overrides the campaign's poll_interval (a site's or a test's choice)
 SOON = 2.0  # s: the next query when a job is visibly ending (its exit.json appeared) or after a control action
 EXIT_WAIT = 10.0  # s to wait for exit.json after Slurm says the job ended (shared filesystems lag)
 RETRY_FIRST, RETRY_MAX = 5.0, 60.0  # s: backoff of submissions while slurmctld does not answer
 _TIMEOUT = 30
 STALE_STEP = 10  # s: how finely a stale status's age is shown
-SQUEUE_FIELDS = ("JobID", "State", "Reason", "exit_code", "RestartCnt", "Name")
+_FIELD = {name: re.compile(rf"\b{name}=(\S*)") for name in ("JobState", "Reason", "ExitCode", "Restarts", "JobName")}
 # what Slurm's client commands print when the controller does not answer (connect failure, timeouts)
 _UNREACHABLE = re.compile(r"contact slurm controller|connect(ion)? (failure|refused)|timed out|Zero Bytes were "
                           r"transmitted|Unable to connect|Communication connection failure", re.IGNORECASE)
@@ -101,12 +102,12 @@ def _exit_code(text: str) -> int | None:
     return -sig if sig else status
 
 
-def _wait_status(text: str) -> int | None:
-    """squeue's `exit_code`, a raw wait status (768 = exit 3, 15 = SIGTERM), as perfwatch's code."""
-    if not text.strip().isdigit():
-        return None
-    raw = int(text)
-    return -(raw & 0x7F) if raw & 0x7F else raw >> 8
+def _job_view(line: str) -> JobView:
+    """One job of `scontrol -o show job` (one line of `Key=value` fields)."""
+    field = {name: (m.group(1) if (m := rx.search(line)) else "") for name, rx in _FIELD.items()}
+    restarts = int(field["Restarts"]) if field["Restarts"].isdigit() else 0
+    return JobView(field["JobState"], field["Reason"], _exit_code(field["ExitCode"]), restarts,
+                   field["JobName"] or None)
 
 
 def job_name(run_id: str) -> str:
@@ -324,7 +325,7 @@ class SlurmBackend:
         self.config = config
         self.cmd = commands or SlurmCommands()
         self.jobs: dict[str, JobView] = {}  # job id -> its last seen view
-        self.gone: set[str] = set()  # job ids neither squeue nor sacct knows any more
+        self.gone: set[str] = set()  # job ids neither the controller nor sacct knows any more
         self.interval = poll_interval(config)
         self._watched: set[str] = set()
         self._due = 0.0  # monotonic time of the next query
@@ -403,24 +404,24 @@ class SlurmBackend:
         return f"Slurm status stale{since}: slurmctld unreachable ({self.problem})"
 
     def refresh(self) -> None:
-        """One squeue for every watched job (sacct for those squeue forgot), at most every `interval` s."""
+        """One `scontrol -o show job` for every watched job (sacct for those the controller forgot), at
+        most every `interval` s: one RPC (REQUEST_JOB_INFO), the same job records squeue would fetch,
+        without squeue's partition lookup."""
         now = time.monotonic()
         if not self._watched or now < self._due:
             return
         self._asked, self._due = now, now + self.interval
         ids = sorted(self._watched)
-        fmt = ",".join(f"{f}:|" for f in SQUEUE_FIELDS)
-        done = self.cmd.run(["squeue", "--local", "-h", "-t", "all", "-j", ",".join(ids), "-O", fmt])
-        if done.returncode != 0 and "Invalid job id" not in done.stderr:
+        done = self.cmd.run(["scontrol", "-o", "show", "job"])
+        if done.returncode != 0:
             self.lost(_message(done))  # keep the last known states, shown as stale
             return
         self.problem, self.answered_at = None, time.time()
         seen: dict[str, JobView] = {}
         for line in done.stdout.splitlines():
-            parts = [p.strip() for p in line.split("|")]
-            if len(parts) >= 6 and parts[0] in self._watched:
-                restarts = int(parts[4]) if parts[4].isdigit() else 0
-                seen[parts[0]] = JobView(parts[1], parts[2], _wait_status(parts[3]), restarts, parts[5])
+            job_id = line.split(" ", 1)[0].removeprefix("JobId=")
+            if job_id in self._watched:
+                seen[job_id] = _job_view(line)
         missing = [i for i in ids if i not in seen]
         if missing:
             seen.update(self._sacct(missing))
