@@ -48,9 +48,14 @@ def test_final_states_come_from_slurm_and_requeue_is_the_same_run(slurm, tmp_pat
         assert wait_for(lambda: all(s.runs[r].state is RunState.RUNNING for r in ("limit.r0", "outside.r0")), timeout=60,
                         tick=s.poll)
         ids = {rid: str(s.runs[rid].record.slurm_job_id) for rid in s.runs}
-        # an operator shortens the job's limit: Slurm itself ends it with TIMEOUT (checked every 30 s)
+        # an operator shortens the job's limit: Slurm itself ends it with TIMEOUT (checked every 30 s);
+        # EndTime must lie after StartTime, so the job has run a little first
+        assert wait_for(lambda: "waiting forever" in output(tmp_path, "limit.r0"), timeout=60, tick=s.poll)
+        time.sleep(1.5)
         for change in ("EndTime=now", "TimeLimit=0:01"):
-            subprocess.run(["scontrol", "update", f"JobId={ids['limit.r0']}", change], check=True, capture_output=True)
+            done = subprocess.run(["scontrol", "update", f"JobId={ids['limit.r0']}", change], capture_output=True,
+                                  text=True, check=False)
+            assert done.returncode == 0, (change, done.stderr, job_field(ids["limit.r0"], "JobState"))
 
         # scancel behind perfwatch's back: cancelled, Slurm's word shown
         subprocess.run(["scancel", ids["outside.r0"]], check=True)
