@@ -296,12 +296,15 @@ class SlurmRun:
         return ok
 
     def kill(self) -> bool:
-        ok = self.pending() is not None or self._do("kill", ["scancel", "--full", "--signal=KILL", self.job_id])
-        if ok:
-            # recorded as CANCELLED; refused when the job is already ending (a stop's scancel), which is fine
-            cancelled = self._do("kill", ["scancel", self.job_id])
-            ok = cancelled or self.pending() is None
-            self.refused = None if ok else self.refused
+        if self.pending() is not None:
+            ok = self._do("kill", ["scancel", self.job_id])
+        else:
+            ok = self._do("kill", ["scancel", "--full", "--signal=KILL", self.job_id])
+            if not ok and self.intended and self.backend.stale() is None:
+                ok, self.refused = True, None  # already cancelled by a stop: Slurm is ending it (KillWait)
+            if ok:
+                self._do("kill", ["scancel", self.job_id])  # recorded as CANCELLED (refused if already ending)
+                self.refused = None
         self.intended = self.intended or ok
         return ok
 
