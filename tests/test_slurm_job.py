@@ -129,5 +129,18 @@ def test_per_node_telemetry_files_are_read_as_one_run_with_totals_and_nodes(tmp_
     assert got[("perfwatch_run_node_power_mean_watts", "n2")] == 100
     assert got[("perfwatch_run_cpu_mean_ratio", None)] == 0.95 and got[("perfwatch_run_power_mean_watts", None)] == 300
 
+    # the endpoint follows every node's file as it grows, reading only what was appended
+    from perfwatch.core.measure.columns import LiveTelemetry
+
+    live = LiveTelemetry(str(run / "telemetry.jsonl"))
+    assert live.poll() and live.columns.samples == 3
+    with open(run / node_telemetry_name("n2"), "a") as fh:
+        fh.write('{"time": 2.5, "node": "n2", "cpu_percent": 40, "gpus": []}\n')
+    assert live.poll() and live.columns.samples == 4
+    nodes = live.columns.summary.summary().nodes
+    assert nodes is not None and nodes["n2"].cpu_mean == 30 and nodes["n1"].cpu_mean == 75
+    assert not live.poll()  # nothing new
+    live.close()
+
     (run / "telemetry.jsonl").write_text("")
     assert telemetry_path(None, proc) == run / "telemetry.jsonl"  # type: ignore[arg-type]
