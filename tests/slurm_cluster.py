@@ -32,6 +32,7 @@ import sys
 import time
 from pathlib import Path
 
+CRED_EXPIRE = 10  # s; also how long a requeued job waits before it may start again (Slurm's default: 120)
 BINARIES = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol", "scancel", "sinfo")
 _SBIN = ("/usr/sbin", "/sbin")
 
@@ -113,7 +114,7 @@ class SlurmCluster:
             "ClusterName": "perfwatchtest", "SlurmctldHost": f"{self.node}(127.0.0.1)",
             "SlurmctldPort": str(_free_port()), "SlurmdPort": str(_free_port()),
             "SlurmUser": "root", "SlurmdUser": "root",
-            "AuthType": "auth/munge", "CredType": "cred/munge", "AuthInfo": f"socket={self.munge_socket}",
+            "AuthType": "auth/munge", "CredType": "cred/munge", "AuthInfo": f"socket={self.munge_socket},cred_expire={CRED_EXPIRE}",
             "ProctrackType": "proctrack/linuxproc", "TaskPlugin": "task/none",
             "SelectType": "select/cons_tres", "SelectTypeParameters": "CR_Core",
             "StateSaveLocation": f"{r}/state", "SlurmdSpoolDir": f"{r}/spool",
@@ -122,6 +123,7 @@ class SlurmCluster:
             "JobCompType": "jobcomp/none", "AccountingStorageType": "accounting_storage/none",
             "JobAcctGatherType": "jobacct_gather/none", "MpiDefault": "none", "ReturnToService": "2",
             "SchedulerType": "sched/backfill", "InactiveLimit": "0", "KillWait": "5", "MinJobAge": "600",
+            "MessageTimeout": "5",  # clients give up on an unreachable controller sooner (outage tests)
         }
         cpus = os.cpu_count() or 1
         if self.nodes > 1:  # several slurmd on this host: %n (the node name) keeps their files apart
@@ -158,6 +160,22 @@ class SlurmCluster:
                 return
             time.sleep(0.3)
         raise RuntimeError(f"node never became idle (last sinfo: {state!r}; logs in {self.root}/log)")
+
+    def stop_controller(self) -> None:
+        """Stop slurmctld alone (an outage: jobs keep running on the nodes, clients cannot reach it)."""
+        _terminate([self.root / "slurmctld.pid"])
+
+    def start_controller(self, timeout: float = 30.0) -> None:
+        """Start slurmctld again on the saved state; return once it answers."""
+        done = self._run([_which("slurmctld") or "slurmctld", "-i"])
+        if done.returncode != 0:
+            raise RuntimeError(f"slurmctld did not start: {done.stderr.strip()} (logs in {self.root}/log)")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._run(["scontrol", "ping"]).returncode == 0:
+                return
+            time.sleep(0.3)
+        raise RuntimeError(f"slurmctld does not answer (logs in {self.root}/log)")
 
     def stop(self) -> None:
         """Cancel every job, then stop slurmd, slurmctld and munged (each by its own pid file)."""

@@ -62,12 +62,13 @@ def test_the_metrics_endpoint_follows_telemetry_incrementally(tmp_path: Path) ->
     first = cache.rows(snap)[view.run_id]
     assert first == run_row(view, root, metrics_columns(logdir=root))  # what `report` gives, to the number
     tele = cache._telemetry[view.run_id]
-    read_before = tele._follower._tail.bytes_read
+    follower = tele._followers[str(run / "telemetry.jsonl")]  # the run's one telemetry file (no Slurm nodes)
+    read_before = follower._tail.bytes_read
     more = "".join(record(t0 + k, k) for k in range(300, 310))
     with open(run / "telemetry.jsonl", "a") as fh:
         fh.write(more)
     second = cache.rows(snap)[view.run_id]
-    assert tele._follower._tail.bytes_read - read_before == len(more)  # only the appended samples were read
+    assert follower._tail.bytes_read - read_before == len(more)  # only the appended samples were read
     assert second["telemetry_samples"] == 310 and first["telemetry_samples"] == 300
     assert second == run_row(view, root, metrics_columns(logdir=root))
     assert cache.rows(snap)[view.run_id] is second  # nothing new: the cached row

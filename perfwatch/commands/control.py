@@ -1,7 +1,8 @@
 """`perfwatch control LOGDIR RUN_ID ACTION`: pause, resume, stop, kill, restart or start one run, for scripts.
 
 The exit status says whether the action took effect: 0 it did (the run's state in perfwatch.json
-shows it), 1 it did not within --timeout, 2 it cannot apply (unknown run, wrong state, not a
+shows it), 1 it did not within --timeout or the backend could not deliver it (the reason is
+printed; the action is not applied later), 2 it cannot apply (unknown run, wrong state, not a
 perfwatch LOGDIR). While a perfwatch owns the campaign the action goes to it through
 LOGDIR/requests/; when nobody owns it, this command takes the campaign over just for the action
 (starting no queued run) and gives it up again.
@@ -86,6 +87,7 @@ def refusal(backend: str, action: str, state: object) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from perfwatch.core.control import registry
     from perfwatch.core.control.controller import withdraw_request
+    from perfwatch.core.control.states import refusal_of
 
     logdir: Path = args.logdir
     data = registry.read(logdir) if logdir.is_dir() else None
@@ -120,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
             if owner is not None:
                 owner.poll()
             now = _record(logdir, args.run_id)
+            why_not_done = refusal_of(action, now.reason) if now is not None and now.reason != before.reason else None
+            if why_not_done is not None:  # the backend could not deliver it: refused now, never applied later
+                print(f"perfwatch control: {args.run_id}: {args.action} not done: {why_not_done}", file=sys.stderr)
+                return 1
             if now is not None and took_effect(action, before, now):
                 reason = f" ({now.reason})" if now.reason else ""
                 print(f"{args.run_id}: {now.state}{reason}")

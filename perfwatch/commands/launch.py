@@ -88,10 +88,15 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
             print(f"  {'':<26} first: {shlex.join(r.cache_clear_cmd)}{limit}")
         print(f"  {'':<26} {shlex.join(r.argv)}")
         if slurm:
-            from perfwatch.core.control.backends.slurm import sbatch_argv
+            from perfwatch.core.control.backends.slurm import job_instructions, sbatch_argv
+            from perfwatch.core.control.backends.slurm_job import workload_argv
             from perfwatch.core.layout import run_dir
 
-            print(f"  {'':<26} {shlex.join(sbatch_argv(campaign.backend, r, run_dir(logdir, r.run_id).resolve()))} ...")
+            folder = run_dir(logdir, r.run_id).resolve()
+            print(f"  {'':<26} {shlex.join(sbatch_argv(campaign.backend, r, folder))} ...")
+            step = workload_argv(job_instructions(campaign.backend, r, folder, {}), {}, master="FIRST_NODE")
+            if step and step[0] == "srun":  # the step the job runs its workload as (containers, several nodes)
+                print(f"  {'':<26} in the job: {shlex.join(step)}")
 
 
 def detach(logdir: Path, extra: list[str] | None = None) -> int:

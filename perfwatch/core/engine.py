@@ -33,7 +33,7 @@ from perfwatch.core.control.scheduler import Scheduler, Untrusted
 from perfwatch.core.control.states import ACTIONS, RunState
 from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.watch import LogWatcher
-from perfwatch.core.layout import RANKS_DIR, REGISTRY_FILE, RUN_LOGS, TELEMETRY_FILE
+from perfwatch.core.layout import RANKS_DIR, REGISTRY_FILE, RUN_LOGS, TELEMETRY_FILE, node_telemetry_files
 from perfwatch.core.measure.energy import EnergyFollower, RunEnergy
 from perfwatch.core.measure.eta import Eta, eta_to_target
 from perfwatch.core.measure.mfu import Mfu, Overrides, overrides_from_registry, run_mfu
@@ -146,12 +146,16 @@ def reread(session: Session) -> RunBook:
 
 
 def telemetry_path(view: RunView | None, proc: ProcInfo | None) -> Path | None:
-    """LOGDIR/<run>/telemetry.jsonl for a launched run or a run folder; None for plain result logs."""
+    """LOGDIR/<run>/telemetry.jsonl for a launched run or a run folder; None for plain result logs.
+    A run sampled on compute nodes instead (Slurm) is followed on its first node's file."""
     if proc is not None:
-        return Path(proc.folder) / TELEMETRY_FILE
-    if view is not None and Path(view.path).name in RUN_LOGS:
-        return Path(view.path).parent / TELEMETRY_FILE
-    return None
+        folder = Path(proc.folder)
+    elif view is not None and Path(view.path).name in RUN_LOGS:
+        folder = Path(view.path).parent
+    else:
+        return None
+    nodes = [] if (folder / TELEMETRY_FILE).exists() else node_telemetry_files(folder)
+    return nodes[0] if nodes else folder / TELEMETRY_FILE
 
 
 def energy_path(view: RunView) -> Path:
@@ -724,9 +728,12 @@ class LiveEngine:
                 tail = self.book.log_tail(want)
                 if tail != sel.tail:
                     sel, moved = SelectedRun(want, tail, sel.telemetry), True
-            if want is not None and self._follower is None:
+            current = self._follower.path if self._follower is not None else None
+            if want is not None and (current is None or not current.exists()):
                 path = telemetry_path(self._views.get(want), self._procs.get(want))
-                if path is not None:  # the run got a folder (its process started): follow it from now on
+                if path is not None and path != current:  # got a folder, or its nodes' files (Slurm) appeared
+                    if self._follower is not None:
+                        self._follower.close()
                     self._follower, self._next_follow = TelemetryFollower(path), 0.0
                     sel, moved = SelectedRun(want, sel.tail, ()), True
         follower = self._follower

@@ -13,6 +13,7 @@ disagree on a name. A LOGDIR that perfwatch launched looks like this:
         mllog.txt             MLLOG_FILE: the workload's mllog records ($PERFWATCH_MLLOG)
         output.log            OUTPUT_FILE: the workload's stdout and stderr
         telemetry.jsonl       TELEMETRY_FILE: one JSON object per telemetry sample
+        telemetry.<node>.jsonl  node_telemetry_name(): the same, sampled on compute node <node> (Slurm)
         exit.json             EXIT_FILE: the supervisor's exit record
         .attempt-N.<name>     archived_name(): an earlier attempt's files after a restart
         .slurm-job.json       SLURM_JOB_FILE: a Slurm attempt's argv/env for the in-job runner
@@ -41,8 +42,9 @@ from pathlib import Path
 __all__ = [
     "EXIT_FILE", "LOCK_FILE", "MLLOG_FILE", "OUTPUT_FILE", "OWN_FILES", "REGISTRY_FILE", "REQUESTS_DIR",
     "RUN_FILES", "RUN_LOGS", "SCHEDULER_OUTPUT_FILE", "SLURM_BATCH_FILE", "SLURM_JOB_FILE", "TELEMETRY_FILE",
-    "POWER_DIR", "RANKS_DIR", "STACKS_DIR", "archived_name", "is_log_name", "is_meant_as_log", "is_power_log", "power_folder",
-    "rank_file", "rank_of_file", "request_name", "run_dir", "run_id_for", "stacks_file", "write_json_atomic",
+    "POWER_DIR", "RANKS_DIR", "STACKS_DIR", "archived_name", "is_log_name", "is_meant_as_log", "is_power_log",
+    "node_telemetry_files", "node_telemetry_name", "power_folder", "rank_file", "rank_of_file", "request_name",
+    "run_dir", "run_id_for", "stacks_file", "telemetry_node", "write_json_atomic",
     "CPU_PEAK_CACHE", "RCP_CACHE", "RULES_CACHE_DIR", "user_cache_dir",
 ]
 
@@ -61,6 +63,32 @@ SLURM_JOB_FILE = ".slurm-job.json"
 SLURM_BATCH_FILE = ".slurm-batch.sh"
 RANKS_DIR = "ranks"  # one step-timing file per rank of a distributed run
 STACKS_DIR = "stacks"  # Python stacks of every rank, captured by the hang watchdog
+_TELEMETRY_HEAD, _TELEMETRY_TAIL = "telemetry.", ".jsonl"
+
+
+def node_telemetry_name(node: str) -> str:
+    """THE per-node telemetry file name: `telemetry.<node>.jsonl` (a node name is kept to letters,
+    digits, `-` and `_`, so it can never name a path or hide as another file)."""
+    safe = "".join(c if c.isalnum() or c in "-_" else "_" for c in node) or "_"
+    return f"{_TELEMETRY_HEAD}{safe}{_TELEMETRY_TAIL}"
+
+
+def telemetry_node(name: str) -> str | None:
+    """The inverse: the node a telemetry file was sampled on ("" for TELEMETRY_FILE), None if not one."""
+    if name == TELEMETRY_FILE:
+        return ""
+    if name.startswith(_TELEMETRY_HEAD) and name.endswith(_TELEMETRY_TAIL):
+        node = name[len(_TELEMETRY_HEAD):-len(_TELEMETRY_TAIL)]
+        return node if node and node_telemetry_name(node) == name else None
+    return None
+
+
+def node_telemetry_files(folder: Path | str) -> list[Path]:
+    """A run folder's per-node telemetry files, by node name."""
+    found = (p for p in Path(folder).glob(f"{_TELEMETRY_HEAD}*{_TELEMETRY_TAIL}") if telemetry_node(p.name))
+    return sorted(found, key=lambda p: p.name)
+
+
 RUN_LOGS = (MLLOG_FILE, OUTPUT_FILE)  # what a run writes as it trains (its activity)
 RUN_FILES = (MLLOG_FILE, OUTPUT_FILE, EXIT_FILE, TELEMETRY_FILE, RANKS_DIR, STACKS_DIR)  # one attempt's files and folders
 OWN_FILES = frozenset({REGISTRY_FILE, TELEMETRY_FILE, EXIT_FILE})  # perfwatch's records, never mllog

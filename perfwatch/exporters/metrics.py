@@ -31,7 +31,7 @@ from prometheus_client.core import (
 )
 from prometheus_client.registry import Collector, CollectorRegistry
 
-from perfwatch.core.layout import TELEMETRY_FILE
+from perfwatch.core.layout import TELEMETRY_FILE, node_telemetry_files
 from perfwatch.core.measure.columns import LiveTelemetry
 from perfwatch.core.model.status import State
 from perfwatch.core.results.summary import metrics_columns, run_row
@@ -70,6 +70,18 @@ RUN_GAUGES: list[tuple[str, str, str, float, str]] = [
      "energy_to_train_kj", 1e-3, "joules"),
     ("perfwatch_run_samples_per_joule", "Training samples per joule of GPU energy (report: samples_per_j)",
      "samples_per_j", 1, ""),
+]
+# (name, help text, key of one node in the report row's telemetry_nodes, divisor, unit): a run sampled on
+# its compute nodes (Slurm, docs/slurm.md) gets one series per node, label `node`; RUN_GAUGES are the totals
+NODE_GAUGES: list[tuple[str, str, str, float, str]] = [
+    ("perfwatch_run_node_gpu_utilization_mean_ratio",
+     "Mean GPU utilization on one compute node of the run, 0..1 (report: telemetry_nodes)", "gpu_util_mean", 100,
+     "ratio"),
+    ("perfwatch_run_node_power_mean_watts", "Mean GPU power on one compute node of the run (report: telemetry_nodes)",
+     "power_mean_w", 1, "watts"),
+    ("perfwatch_run_node_cpu_mean_ratio",
+     "Mean CPU of the run's processes on one compute node, 1 = one core busy (report: telemetry_nodes)", "cpu_mean",
+     100, "ratio"),
 ]
 # counters: counts and amounts that only grow over a run's life
 RUN_COUNTERS: list[tuple[str, str, str, float, str]] = [
@@ -123,7 +135,7 @@ class RowCache:
         tele = self._telemetry.get(run_id)
         if tele is None:
             path = Path(log_path).parent / TELEMETRY_FILE if log_path else None
-            if path is None or not path.exists():
+            if path is None or not (path.exists() or node_telemetry_files(path.parent)):  # Slurm: the nodes' files
                 return None
             tele = self._telemetry[run_id] = LiveTelemetry(str(path))
         tele.poll()
@@ -168,6 +180,7 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
                                  "The run's state: the controller's, or for logs nobody controls the log's status",
                                  labels=RUN_LABELS)
     gauges = {name: _gauge(name, doc, RUN_LABELS, unit) for name, doc, _, _, unit in RUN_GAUGES}
+    node_gauges = {name: _gauge(name, doc, [*RUN_LABELS, "node"], unit) for name, doc, _, _, unit in NODE_GAUGES}
     counters = {name: CounterMetricFamily(name, doc, labels=RUN_LABELS, unit=unit)
                 for name, doc, _, _, unit in RUN_COUNTERS}
     last = _gauge("perfwatch_run_eval_last", "Latest eval metric value", RUN_LABELS)
@@ -212,6 +225,11 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
         for name, _, key, divisor, _ in RUN_COUNTERS:
             if (v := clean(row.get(key), divisor)) is not None:
                 counters[name].add_metric(labels, v)
+        nodes = row.get("telemetry_nodes")
+        for node, figures in (nodes.items() if isinstance(nodes, dict) else ()):
+            for name, _, key, divisor, _ in NODE_GAUGES:
+                if (v := clean(figures.get(key), divisor)) is not None:
+                    node_gauges[name].add_metric([*labels, printable(str(node))], v)
         if (v := clean(view.last_eval)) is not None:
             last.add_metric(labels, v)
         if view.target is not None and (v := clean(view.target.value)) is not None:
@@ -232,8 +250,8 @@ def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric
                 proc_cpu.add_metric(labels, v)
             if (v := clean(tree.rss)) is not None:
                 proc_rss.add_metric(labels, v)
-    out: list[Metric] = [info, bench, state, *gauges.values(), *counters.values(), last, target, reached, elapsed,
-                         eta, eta_pm, findings, compliant, proc_cpu, proc_rss, *rank_fams.values(),
+    out: list[Metric] = [info, bench, state, *gauges.values(), *node_gauges.values(), *counters.values(), last, target,
+                         reached, elapsed, eta, eta_pm, findings, compliant, proc_cpu, proc_rss, *rank_fams.values(),
                          *_campaign(snap)]
     if tele is not None:
         out += _gpus(tele, snap.hostname, gpu_runs)

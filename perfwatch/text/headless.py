@@ -124,8 +124,8 @@ class _Printer:
         """A line per run whose state (core/model/status.py: the words every front end shows) changed."""
         for rid, info in procs.items():
             status = statuses.get(rid) or judge(views.get(rid), info)
-            # a new state, or why a run is still starting (Slurm: "pending in Slurm: Resources")
-            seen = (status.word, status.reason if info.state is RunState.STARTING else None)
+            # a new state, or a new reason of a live run (Slurm: "pending in Slurm: Resources", "Slurm status stale")
+            seen = (status.word, status.reason if info.state.alive else None)
             if self.last.get(rid) == seen:
                 continue
             view = views.get(rid)
@@ -149,7 +149,8 @@ class _Printer:
             if info.state.terminal and view is not None:
                 parts.append(_eval_text(view))
             self.line("  ".join(p for p in parts if p))
-            if info.state in (RunState.FAILED, RunState.KILLED, RunState.TIMEOUT, RunState.UNKNOWN):
+            if info.state in (RunState.FAILED, RunState.KILLED, RunState.TIMEOUT, RunState.CANCELLED,
+                              RunState.UNKNOWN):
                 for text in info.last_output[-LAST_LINES:]:
                     print(f"{'':>10}| {text}", file=self.out, flush=True)
 

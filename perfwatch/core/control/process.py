@@ -27,7 +27,15 @@ import psutil
 
 from perfwatch.core.control.supervisor import signal_name, signal_number
 from perfwatch.core.ingest.discover import open_regular
-from perfwatch.core.layout import EXIT_FILE, MLLOG_FILE, OUTPUT_FILE, RUN_FILES, RUN_LOGS, archived_name
+from perfwatch.core.layout import (
+    EXIT_FILE,
+    MLLOG_FILE,
+    OUTPUT_FILE,
+    RUN_FILES,
+    RUN_LOGS,
+    archived_name,
+    node_telemetry_files,
+)
 
 _SAME_START = 0.05  # seconds: psutil create_time resolution is one clock tick (10 ms)
 
@@ -155,7 +163,7 @@ def activity(run_dir: Path) -> tuple[float, ...]:
 def archive_attempt(run_dir: Path, attempt: int) -> list[str]:
     """Keep an earlier attempt's files and folders as `.attempt-N.<name>` (hidden: not read as a new run)."""
     kept = []
-    for name in RUN_FILES:
+    for name in (*RUN_FILES, *(p.name for p in node_telemetry_files(run_dir))):  # and the Slurm nodes' telemetry
         src = run_dir / name
         if src.exists():
             dst = run_dir / archived_name(attempt, name)

@@ -26,11 +26,12 @@ import psutil
 
 from perfwatch.core.control import process as launch
 from perfwatch.core.control import registry, trust
-from perfwatch.core.control.backends import Backend, BackendConfig, Launch, RunHandle, make_backend
+from perfwatch.core.control.backends import Backend, BackendConfig, Launch, RunHandle, TryLater, make_backend
 from perfwatch.core.control.backends.local import LocalRun
 from perfwatch.core.control.campaign import Campaign, RunSpec
 from perfwatch.core.control.controller import ProcInfo, RunState, describe_pending, take_requests
 from perfwatch.core.control.paths import UnsafePath, run_folder
+from perfwatch.core.control.states import refused
 from perfwatch.core.ingest.tail import cached_last_lines
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, REGISTRY_FILE, run_dir
 from perfwatch.core.telemetry import ranks
@@ -80,28 +81,37 @@ class _Run:
     capture: threading.Thread | None = None  # the current stall's stack capture
     captured: bool = False  # ... finished, and `on_stall` was acted on
     restart_on_end: bool = False  # on_stall: restart, once the stalled attempt has ended
+    retry_at: float = 0.0  # the backend asked to try starting it again no sooner (TryLater)
+    stale_shown: bool = False  # its reason is the backend's "status stale" note
+    refused_stale: bool = False  # its reason is a control refused because the backend's status was stale
 
 
 def exit_state(code: int, *, unknown: bool, intent: RunState | None, reason: str | None,
-               cache_clear: object = None) -> tuple[RunState, str | None]:
+               cache_clear: object = None,
+               ended_as: tuple[RunState | None, str | None] = (None, None)) -> tuple[RunState, str | None]:
     """The state an ended attempt is in, and why: from its exit status (`-SIG` when signalled; `unknown`:
     nothing says how it ended), what perfwatch meant by stopping it (`intent`, with the `reason` it gave),
-    and its cache clear's failure. The scheduler records it; `report` applies it to runs that ended while
-    no scheduler watched."""
+    its cache clear's failure, and the backend's own record of the end (`ended_as`: Slurm's final state
+    as a perfwatch state, or None to let the exit status decide, and Slurm's words, always shown).
+    The scheduler records it; `report` applies it to runs that ended while no scheduler watched."""
     what = launch.describe_exit(code)
+    verdict, words = ended_as
+    said = f"; {words}" if words else ""
     if unknown:
         what = "exit status unknown: no exit.json (it could not be written, or its supervisor was killed)"
-    if unknown and intent is None:
+    if unknown and intent is None and verdict is None:
         return RunState.UNKNOWN, what
     if intent is None and isinstance(cache_clear, dict) and cache_clear.get("reason"):
         return RunState.FAILED, str(cache_clear["reason"])
     if intent is RunState.SUCCEEDED:
-        return RunState.SUCCEEDED, reason
+        return RunState.SUCCEEDED, f"{reason}{said}"
     if intent is not None:
-        return intent, f"{reason} ({what})"
+        return intent, f"{reason} ({what}{said})"
+    if verdict is not None:
+        return verdict, f"{words} ({what})"
     if code == 0:
-        return RunState.SUCCEEDED, None
-    return (RunState.FAILED if code > 0 else RunState.KILLED), what
+        return RunState.SUCCEEDED, words
+    return (RunState.FAILED if code > 0 else RunState.KILLED), f"{what}{said}"
 
 
 class Untrusted(Exception):
@@ -158,8 +168,13 @@ class Scheduler:
         self.write_error: str | None = None  # why perfwatch.json could not be written (retried every poll)
         self._telemetry: Any = None  # TelemetryThread once record_telemetry() is called
         self._live: Mapping[str, Any] = {}
+        adopted: list[_Run] = []  # live runs the backend re-adopted by their facts in perfwatch.json
         for rec in data.runs:
-            self.runs[rec.run_id] = self._restore(rec)
+            self.runs[rec.run_id] = self._restore(rec, adopted)
+        if adopted:
+            self.backend.refresh()  # one batched state query for all of them (Slurm: one squeue)
+        for run in adopted:
+            self._adopted(run)
         specs = [r.spec for r in self.runs.values()]
         self.cores = len(os.sched_getaffinity(0))
         # auto: GPU runs are limited by free GPUs; CPU runs by a budget of cores (threads x processes)
@@ -231,7 +246,7 @@ class Scheduler:
             os.close(fd)
             raise
 
-    def _restore(self, rec: registry.RunRecord) -> _Run:
+    def _restore(self, rec: registry.RunRecord, adopted: list[_Run]) -> _Run:
         run = _Run(rec.spec(), rec)
         run.attempt = rec.attempt
         run.exit_code, run.reason = rec.exit_code, rec.reason
@@ -249,13 +264,8 @@ class Scheduler:
         if handle is not None:
             run.proc = handle
             run.intent = rec.intent
-            self.backend.refresh()
-            run.state = RunState.PAUSED if handle.paused() else RunState.RUNNING
-            if handle.pending():
-                run.state, run.reason = RunState.STARTING, handle.pending()
-            if state is RunState.STOPPING:
-                run.state, run.kill_at = RunState.STOPPING, time.time() + run.spec.grace
-            run.active_at = time.time()
+            run.state = RunState.RUNNING  # `_adopted` decides, once the backend has been asked about all
+            adopted.append(run)
         elif state is RunState.STARTING:  # perfwatch died between "starting" and recording the pid
             found = launch.find_supervisor(folder)
             if found is not None:
@@ -272,6 +282,16 @@ class Scheduler:
         else:
             run.state = state
         return run
+
+    def _adopted(self, run: _Run) -> None:
+        """A re-adopted run's state from its handle (after one `backend.refresh()` for all of them)."""
+        assert run.proc is not None
+        run.state = RunState.PAUSED if run.proc.paused() else RunState.RUNNING
+        if run.proc.pending():
+            run.state, run.reason = RunState.STARTING, run.proc.pending()
+        if run.record.state is RunState.STOPPING:
+            run.state, run.kill_at = RunState.STOPPING, time.time() + run.spec.grace
+        run.active_at = time.time()
 
     def _folder(self, run_id: str) -> Path:
         """The run's folder; UnsafePath if it would lie outside LOGDIR (checked at every use)."""
@@ -324,10 +344,13 @@ class Scheduler:
             self._refused(run, "resume")
 
     def _refused(self, run: _Run, action: str) -> None:
-        """The backend would not do `action` (Slurm: suspend is for operators): say why on the run."""
-        why = self.backend.why_not(action, run.state)
+        """The backend would not or could not do `action` (Slurm: suspend is for operators; slurmctld
+        unreachable): say why on the run. Nothing is retried: a later attempt is the user's to make."""
+        why = (run.proc.refused if run.proc else None) or self.backend.why_not(action, run.state)
         if why:
-            self._set(run, run.state, why)
+            run.stale_shown = False  # the refusal stays on the run (it says why) while the outage lasts
+            run.refused_stale = self.backend.stale() is not None
+            self._set(run, run.state, refused(action, why))
 
     def stop(self, run_id: str, *, intent: RunState = RunState.STOPPED, reason: str = "stopped by user") -> None:
         run = self.runs[run_id]
@@ -336,17 +359,24 @@ class Scheduler:
         if run.state is RunState.QUEUED:
             self._set(run, RunState.STOPPED, "cancelled before it started")
             return
+        before = (run.state, run.reason, run.intent)
         run.intent, run.kill_at = intent, time.time() + run.spec.grace
         self._set(run, RunState.STOPPING, reason)
-        if run.proc:
-            run.proc.terminate()
+        if run.proc and not run.proc.terminate() and run.proc.refused:  # not delivered: nothing changed
+            run.state, run.reason, run.intent = before
+            run.kill_at = None
+            if run.reason != refused("stop", run.proc.refused):
+                self._refused(run, "stop")
 
     def kill(self, run_id: str) -> None:
         run = self.runs[run_id]
         if self.can("kill", run_id) and run.proc:
+            before = (run.state, run.reason, run.intent, run.kill_at)
             run.intent, run.kill_at = run.intent or RunState.KILLED, None
             self._set(run, RunState.STOPPING, run.reason if run.state is RunState.STOPPING else "killed by user")
-            run.proc.kill()
+            if not run.proc.kill() and run.proc.refused:  # not delivered: nothing changed
+                run.state, run.reason, run.intent, run.kill_at = before
+                self._refused(run, "kill")
 
     def restart(self, run_id: str) -> None:
         """A new attempt; the earlier attempt's files are kept as `.attempt-N.*` in the run folder."""
@@ -358,16 +388,38 @@ class Scheduler:
         except (UnsafePath, OSError) as exc:
             self._set(run, run.state, f"cannot restart: {exc}")
             return
-        earlier = {"attempt": run.attempt, "state": str(run.state), "exit_code": run.exit_code, "reason": run.reason,
+        self._next_attempt(run, str(run.state))
+        run.proc, run.priority = None, True
+        self._set(run, RunState.QUEUED, f"restart: attempt {run.attempt}")
+
+    def _next_attempt(self, run: _Run, how: str) -> None:
+        """Note the current attempt in the run's `attempts` (`how` it ended) and count the next one."""
+        earlier = {"attempt": run.attempt, "state": how, "exit_code": run.exit_code, "reason": run.reason,
                    "started_at": run.started_at, "ended_at": run.ended_at,
                    **{k: v for k, v in (run.proc.facts() if run.proc else {}).items() if k != "descendants"}}
         run.record.attempts.append(earlier)
         run.attempt += 1
-        run.proc, run.exit_code, run.started_at, run.ended_at = None, None, None, None
+        run.exit_code, run.started_at, run.ended_at = None, None, None
         run.intent, run.stalled, run.target_seen_at, run.paused_total = None, False, None, 0.0
         run.rank_timed, run.ranks_at, run.capture, run.captured = False, 0.0, None, False
-        run.priority = True
-        self._set(run, RunState.QUEUED, f"restart: attempt {run.attempt}")
+        run.paused_at, run.kill_at = None, None
+
+    def _requeued(self, run: _Run, why: str) -> None:
+        """The backend put the run's job back in its queue (Slurm requeue, preemption): same run, next
+        attempt, waiting again. The ending attempt's files are kept as `.attempt-N.*`, unless the next
+        attempt is already running (the requeue happened while no perfwatch watched): then both
+        attempts' output stays in the run's files, and the reason says so."""
+        assert run.proc is not None
+        if run.proc.pending() is None:
+            why = f"{why}; seen after the next attempt started: both attempts' output is in the run's files"
+        else:
+            try:
+                launch.archive_attempt(self._folder(run.spec.run_id), run.attempt)
+            except (UnsafePath, OSError) as exc:
+                why = f"{why}; its files could not be kept apart: {exc}"
+        run.ended_at = time.time()
+        self._next_attempt(run, "requeued")
+        self._set(run, RunState.STARTING, f"{why}; {run.proc.pending() or 'waiting in Slurm'}")
 
     def start_now(self, run_id: str) -> None:
         run = self.runs[run_id]
@@ -410,6 +462,7 @@ class Scheduler:
             self._request(req)
         now = time.time()
         self.backend.refresh()
+        self._show_stale(self.backend.stale())
         for run in self.runs.values():
             if run.proc is not None and run.state.alive:
                 self._watch(run, now)
@@ -439,6 +492,19 @@ class Scheduler:
             self._lock_fd = None
 
     # ---- internals ---------------------------------------------------------------
+    def _show_stale(self, stale: str | None) -> None:
+        """While the backend cannot say what its runs do, every live run says so (and how long)."""
+        for run in self.runs.values():
+            if run.proc is None or run.state not in (RunState.STARTING, RunState.RUNNING, RunState.PAUSED):
+                continue
+            if stale is not None and (run.stale_shown or run.reason is None or run.state is RunState.STARTING):
+                if run.reason != stale:
+                    run.stale_shown = True
+                    self._set(run, run.state, stale)
+            elif stale is None and (run.stale_shown or run.refused_stale):
+                run.stale_shown = run.refused_stale = False
+                self._set(run, run.state, None)
+
     def _request(self, req: dict) -> None:
         action, run_id = req.get("action"), req.get("run_id")
         if action == "stop_all":
@@ -452,12 +518,16 @@ class Scheduler:
         if code is not None:
             self._finish(run, code, now)
             return
+        requeued = run.proc.requeued()
+        if requeued is not None:
+            self._requeued(run, requeued)
+            return
         if run.state is RunState.STARTING:
             pending = run.proc.pending()
             if pending is None:  # the backend started it: limits count from now
                 run.started_at = run.active_at = now
                 self._set(run, RunState.RUNNING, None)
-            elif pending != run.reason:
+            elif pending != run.reason and not run.stale_shown and not (run.reason or "").endswith(pending):
                 self._set(run, RunState.STARTING, pending)
             return
         if now - run.tracked_at >= TRACK_EVERY:  # the run's process tree, on disk for a take-over
@@ -467,8 +537,11 @@ class Scheduler:
         if run.state is RunState.STOPPING:
             if run.kill_at is not None and now >= run.kill_at:
                 run.kill_at = None
-                run.reason = f"{run.reason}; no exit {run.spec.grace:g}s after SIGTERM: SIGKILL"
-                run.proc.kill()
+                note = f"no exit {run.spec.grace:g}s after SIGTERM: SIGKILL"
+                if note not in (run.reason or ""):  # a taken-over campaign escalates once, says it once
+                    run.reason = f"{run.reason}; {note}"
+                if not run.proc.kill() and run.proc.refused:
+                    run.kill_at = now + run.spec.grace  # the backend could not deliver it: try again later
                 self._dirty = True
             return
         if run.state is RunState.PAUSED:
@@ -543,7 +616,8 @@ class Scheduler:
         run.exit_code, run.ended_at, run.kill_at = (None if run.proc.unknown else code), now, None
         clear = (run.proc.exit_record or {}).get("cache_clear")
         run.record.cache_clear = clear if isinstance(clear, dict) else None  # this attempt's cache clear: argv, exit status, times
-        state, reason = exit_state(code, unknown=run.proc.unknown, intent=run.intent, reason=run.reason, cache_clear=clear)
+        state, reason = exit_state(code, unknown=run.proc.unknown, intent=run.intent, reason=run.reason, cache_clear=clear,
+                                   ended_as=run.proc.ended_as())
         if run.stalled and state is not RunState.SUCCEEDED:
             reason = f"{reason}; had stalled" if run.rank_timed else f"{reason}; had no output for {run.spec.stall_after:g}s"
         run.slot = None
@@ -567,6 +641,9 @@ class Scheduler:
         for run in queued:
             gpu = bool(run.spec.devices)
             if gpu in waiting:
+                continue
+            if now < run.retry_at:  # the backend asked for a pause (slurmctld unreachable): keep queue order
+                waiting.add(gpu)
                 continue
             count, _, _ = self._busy()
             if count >= self.max_parallel:
@@ -619,6 +696,12 @@ class Scheduler:
             return False
         try:
             run.proc = self.backend.start(spec, folder, Launch(env=env, cpus=cpus, mem_bytes=mem))
+        except TryLater as exc:  # e.g. slurmctld unreachable: back in the queue, retried with backoff
+            run.slot, run.devices = None, ()
+            run.retry_at = time.time() + exc.retry_in
+            self._set(run, RunState.QUEUED, f"{exc} (next try in {exc.retry_in:g}s)")
+            self._write()
+            return False
         except Exception as exc:  # noqa: BLE001 - any start error fails this run, never the scheduler
             run.slot = None
             what = storage_problem(exc) if isinstance(exc, OSError) else str(exc)

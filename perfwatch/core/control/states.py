@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ACTIONS", "RunState", "allowed"]
+__all__ = ["ACTIONS", "RunState", "allowed", "refusal_of", "refused"]
 
 ACTIONS = ("pause", "resume", "stop", "kill", "restart", "start_now")
 
@@ -25,6 +25,7 @@ class RunState(StrEnum):
     KILLED = "killed"
     STOPPED = "stopped"
     TIMEOUT = "timeout"
+    CANCELLED = "cancelled"  # ended by someone else: a cluster's scancel, preemption, an operator
     UNKNOWN = "unknown"  # re-adopted, process gone, no exit record
 
     @classmethod
@@ -46,8 +47,20 @@ class RunState(StrEnum):
 
 _ALIVE = frozenset({RunState.STARTING, RunState.RUNNING, RunState.STALLED, RunState.PAUSED, RunState.STOPPING})
 _TERMINAL = frozenset(
-    {RunState.SUCCEEDED, RunState.FAILED, RunState.KILLED, RunState.STOPPED, RunState.TIMEOUT, RunState.UNKNOWN}
+    {RunState.SUCCEEDED, RunState.FAILED, RunState.KILLED, RunState.STOPPED, RunState.TIMEOUT, RunState.CANCELLED,
+     RunState.UNKNOWN}
 )
+
+
+def refused(action: str, why: str) -> str:
+    """A run's reason when the backend could not deliver `action` now (never retried behind the user's back)."""
+    return f"{action.replace('_', ' ')} not done: {why}"
+
+
+def refusal_of(action: str, reason: str | None) -> str | None:
+    """The `why` of `refused(action, why)` when `reason` is one, else None (`perfwatch control` exits 1 on it)."""
+    head = refused(action, "")
+    return reason[len(head):] if reason and reason.startswith(head) else None
 
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
-from perfwatch.core.layout import TELEMETRY_FILE
+from perfwatch.core.layout import TELEMETRY_FILE, node_telemetry_files
 from perfwatch.core.measure.mfu import CpuPeakPolicy, Mfu, Overrides, mfu, run_mfu
 from perfwatch.core.measure.peaks import PeakFlops
 from perfwatch.core.measure.throughput import (
@@ -74,7 +74,8 @@ def report_extra(
     """
     if telemetry is None:
         path = os.path.join(os.path.dirname(view.path), TELEMETRY_FILE) if view.path else None
-        telemetry = TelemetryColumns.read(path) if path is not None and os.path.exists(path) else None
+        there = path is not None and (os.path.exists(path) or node_telemetry_files(os.path.dirname(path)))
+        telemetry = TelemetryColumns.read(path) if path is not None and there else None  # the nodes' files too
     records = telemetry.head if telemetry is not None else []
     if peak is not None:  # a peak chosen by the caller (tests, benchmarks)
         s = throughput_summary(view, window, discard=discard, peak=peak, devices=devices,
@@ -159,31 +160,43 @@ class TelemetryColumns:
 
 
 class LiveTelemetry:
-    """A growing telemetry.jsonl followed incrementally: `poll()` parses only the lines appended since the
-    last poll into `columns` (a replaced or truncated file starts over), so a scrape of a 55-hour 8-GPU
-    run reads seconds of new samples, not the whole file. One thread only."""
+    """A run's growing telemetry followed incrementally: `poll()` parses only the lines appended since the
+    last poll into `columns`, so a scrape of a 55-hour 8-GPU run reads seconds of new samples, not the
+    whole file. The run's files are its telemetry.jsonl and, for a Slurm run, each node's file
+    (`jsonl.telemetry_files`, looked for again at every poll: nodes start writing at different times);
+    when one of them is replaced or truncated, all are read again from the start. One thread only."""
 
     def __init__(self, path: str) -> None:
-        from perfwatch.core.telemetry.follow import RecordFollower
-
+        self.path = path
         self.columns = TelemetryColumns()
         self.version = 0  # increments when the columns changed
-        self._follower = RecordFollower(path)
+        self._followers: dict[str, Any] = {}  # file -> its RecordFollower
 
     def poll(self) -> bool:
-        changed = False
-        for reset, records in self._follower.poll():
-            if reset:
-                self.columns = TelemetryColumns()
+        from perfwatch.core.telemetry.follow import RecordFollower
+        from perfwatch.core.telemetry.jsonl import telemetry_files
+
+        for f in map(str, telemetry_files(self.path)):
+            if f not in self._followers:
+                self._followers[f] = RecordFollower(f)
+        batches = [batch for follower in self._followers.values() for batch in follower.poll()]
+        if not batches:
+            return False
+        if self.columns.samples and any(reset for reset, _ in batches):  # counted samples are gone: read all again
+            self.close()
+            self._followers, self.columns = {}, TelemetryColumns()
+            self.poll()  # nothing counted now, so this reads each file once from its start
+            self.version += 1
+            return True
+        for _, records in batches:
             for rec in records:
                 self.columns.add(rec)
-            changed = True
-        if changed:
-            self.version += 1
-        return changed
+        self.version += 1
+        return True
 
     def close(self) -> None:
-        self._follower.close()
+        for follower in self._followers.values():
+            follower.close()
 
 
 def _summary_columns(t: TelemetrySummary) -> dict[str, Any]:
@@ -201,7 +214,15 @@ def _summary_columns(t: TelemetrySummary) -> dict[str, Any]:
         "gpu_run_mem_max_gib": t.run_mem_max / 1024**3 if t.run_mem_max is not None else None,
         "gpu_shared_with": t.shared_max,
         "clock_events": {r: round(f, 3) for r, f in (t.throttle or {}).items() if r != "gpu_idle"} or None,
+        "telemetry_nodes": {node: _node_columns(n) for node, n in t.nodes.items()} if t.nodes else None,
     }
+
+
+def _node_columns(t: TelemetrySummary) -> dict[str, Any]:
+    """One compute node's share of a run (Slurm): the per-node figures behind the run's totals."""
+    return {"samples": t.samples, "gpus": t.gpus, "gpu_util_mean": t.gpu_util_mean, "power_mean_w": t.power_mean_w,
+            "cpu_mean": t.cpu_mean, "rss_max_mib": t.rss_max / 1024**2 if t.rss_max is not None else None,
+            "gpu_unavailable": t.gpu_unavailable}
 
 
 # what `_telemetry_columns` gives a run without telemetry (an MLPerf results tree: every run), without
@@ -209,7 +230,7 @@ def _summary_columns(t: TelemetrySummary) -> dict[str, Any]:
 NO_TELEMETRY: dict[str, Any] = {
     "telemetry_samples": 0, "gpu_util_mean": None, "gpu_util_max": None, "gpu_mem_max_gib": None,
     "power_mean_w": None, "power_max_w": None, "cpu_mean": None, "rss_max_mib": None, "gpu_unavailable": None,
-    "gpus": [], "gpu_run_mem_max_gib": None, "gpu_shared_with": 0, "clock_events": None,
+    "gpus": [], "gpu_run_mem_max_gib": None, "gpu_shared_with": 0, "clock_events": None, "telemetry_nodes": None,
     "energy_to_train_kj": None, "samples_per_j": None, "energy_run_kj": None, "energy_method": None,
     "energy_covered_s": None,
 }

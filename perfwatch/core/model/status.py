@@ -40,7 +40,8 @@ class State(StrEnum):
     KILLED = "killed"  # SIGKILL, by the user or from outside
     CRASHED = "crashed"  # exited by itself with an exit status other than 0
     FAILED = "failed"  # could not start (no GPU, cannot write its folder, cache clear failed)
-    TIMEOUT = "timeout"  # stopped by perfwatch after the job's timeout
+    TIMEOUT = "timeout"  # stopped by perfwatch after the job's timeout (or by Slurm at its time limit)
+    CANCELLED = "cancelled"  # ended by someone other than perfwatch (a Slurm scancel, preemption)
     UNKNOWN = "unknown"  # ended, and nothing says how (no exit record)
 
     @property
@@ -60,7 +61,7 @@ class State(StrEnum):
 _ALIVE = frozenset({State.STARTING, State.INITIALIZING, State.RUNNING, State.STALLED, State.PAUSED,
                     State.STOPPING})
 _BAD_END = frozenset({State.ABORTED, State.STOPPED, State.KILLED, State.CRASHED, State.FAILED, State.TIMEOUT,
-                      State.UNKNOWN})
+                      State.CANCELLED, State.UNKNOWN})
 _ENDED = _BAD_END | {State.DONE}
 
 
@@ -105,7 +106,7 @@ _FROM_PROCESS = {
     RunState.QUEUED: State.QUEUED, RunState.STARTING: State.STARTING, RunState.RUNNING: State.RUNNING,
     RunState.STALLED: State.STALLED, RunState.PAUSED: State.PAUSED, RunState.STOPPING: State.STOPPING,
     RunState.SUCCEEDED: State.DONE, RunState.KILLED: State.KILLED, RunState.STOPPED: State.STOPPED,
-    RunState.TIMEOUT: State.TIMEOUT, RunState.UNKNOWN: State.UNKNOWN,
+    RunState.TIMEOUT: State.TIMEOUT, RunState.CANCELLED: State.CANCELLED, RunState.UNKNOWN: State.UNKNOWN,
 }
 _FROM_PHASE = {"waiting": State.WAITING, "init": State.INITIALIZING, "running": State.RUNNING, "eval": State.RUNNING}
 

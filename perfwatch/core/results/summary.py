@@ -547,8 +547,9 @@ def reasons_lines(report: Report) -> list[str]:
 
 
 def _notes(report: Report) -> list[str]:
-    return (reasons_lines(report) + ruleset_lines(report) + peak_lines(report) + energy_lines(report) + power_log_lines(report)
-            + time_lines(report))
+    lines = (reasons_lines(report) + ruleset_lines(report) + peak_lines(report) + energy_lines(report)
+             + power_log_lines(report) + node_lines(report) + time_lines(report))
+    return [one_line(n) for n in lines]
 
 
 def power_log_lines(report: Report) -> list[str]:
@@ -563,8 +564,22 @@ def power_log_lines(report: Report) -> list[str]:
     out += [f"{b['folder']}: {b['energy_note']}" for b in with_power
             if b.get("energy_score_j") is None and b.get("energy_note")]
     return out
-    lines = reasons_lines(report) + ruleset_lines(report) + peak_lines(report) + energy_lines(report) + time_lines(report)
-    return [one_line(n) for n in lines]
+
+
+def node_lines(report: Report) -> list[str]:
+    """Runs sampled on several compute nodes (Slurm): each node's figures behind the row's totals."""
+    out = []
+    for r in report.runs:
+        nodes = r.get("telemetry_nodes")
+        if not isinstance(nodes, dict):
+            continue
+        parts = []
+        for node, n in nodes.items():
+            figures = [f"CPU {_fmt(n.get('cpu_mean'), 0)} %", f"GPU {_fmt(n.get('gpu_util_mean'), 0)} %",
+                       f"{_fmt(n.get('power_mean_w'), 0)} W", f"{n.get('samples')} samples"]
+            parts.append(f"{node}: {', '.join(figures)}")
+        out.append(f"telemetry of {r['run_id']} by node (the row adds them up): {'; '.join(parts)}")
+    return out
 
 
 def energy_lines(report: Report) -> list[str]:

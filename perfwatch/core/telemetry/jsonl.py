@@ -13,6 +13,12 @@ Record (keys absent when unknown):
      "run_pids": [<this run's processes on that GPU>], "run_mem": <bytes they use>,
      "other_procs": <processes on that GPU not in this run>, "na": {"field": "reason"}}],
      "gpu_unavailable": "NVML library not found: ...", "host_cpu_percent": 53.1, "host_mem_used": ...}
+
+A Slurm run is sampled on each of its compute nodes (telemetry/node.py) into one file per node,
+`telemetry.<node>.jsonl` (layout.node_telemetry_name), whose records carry `"node": "<node>"`.
+`iter_telemetry` of a run reads all of its files; its summary is then the run's total (GPUs, power,
+CPU and memory added over nodes; utilisation averaged over all GPUs) with each node's own summary
+in `nodes`.
 """
 
 from __future__ import annotations
@@ -26,7 +32,7 @@ from typing import Any
 import msgspec
 
 from perfwatch.core.ingest.sanitize import finite
-from perfwatch.core.layout import TELEMETRY_FILE
+from perfwatch.core.layout import TELEMETRY_FILE, node_telemetry_files
 from perfwatch.core.telemetry.types import GpuSample, ProcTree, RunResources, Snapshot
 
 _GPU_KEYS = (
@@ -90,30 +96,41 @@ def run_record(snap: Snapshot, run_id: str, res: RunResources) -> dict[str, Any]
     return rec
 
 
-def append_record(folder: Path, record: Mapping[str, Any]) -> None:
+def append_record(folder: Path, record: Mapping[str, Any], name: str = TELEMETRY_FILE) -> None:
     """Append one line; a single write() of a complete line, so readers never see half a record
     unless the process dies inside the write (then `read_telemetry` skips it)."""
     import json  # lazy: not on `report`'s path (~2 ms of start-up)
 
     line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
-    fd = os.open(folder / TELEMETRY_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(folder / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
 
 
+def telemetry_files(path: str | Path) -> list[Path]:
+    """A run's telemetry files: its folder or its telemetry.jsonl -> that file and the per-node files
+    beside it (Slurm); any other file alone."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / TELEMETRY_FILE
+    return [p, *node_telemetry_files(p.parent)] if p.name == TELEMETRY_FILE else [p]
+
+
 def iter_telemetry(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The records of a telemetry.jsonl (file or run folder) one at a time, in a streaming pass: read in
+    """The records of a run's telemetry (`telemetry_files`) one at a time, in a streaming pass: read in
     bounded batches through the file tailer (a line longer than the tailer's limit is cut, so it does
-    not parse), never the whole file at once; truncated or garbled lines are skipped."""
+    not parse), never a whole file at once; truncated or garbled lines are skipped."""
+    for p in telemetry_files(path):
+        yield from _iter_file(p)
+
+
+def _iter_file(p: Path) -> Iterator[dict[str, Any]]:
     import json  # lazy: a results tree has no telemetry, and `report` need not load json (~2 ms)
 
     from perfwatch.core.ingest.tail import FileTail
 
-    p = Path(path)
-    if p.is_dir():
-        p = p / TELEMETRY_FILE
     tail = FileTail(p)
     try:
         while (batch := tail.read()) is not None:
@@ -131,7 +148,7 @@ def iter_telemetry(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def read_telemetry(path: str | Path) -> list[dict[str, Any]]:
-    """All records of a telemetry.jsonl (file or run folder); truncated or garbled lines are skipped."""
+    """All records of a run's telemetry (`telemetry_files`); truncated or garbled lines are skipped."""
     return list(iter_telemetry(path))
 
 
@@ -154,6 +171,7 @@ class TelemetrySummary(msgspec.Struct, frozen=True):
     shared_max: int = 0  # most processes outside the run seen on its GPUs in one tick (0 = not shared)
     throttle: Mapping[str, float] | None = None  # clock-event reason -> share of samples it was active
     gpu_indices: tuple[int, ...] = ()
+    nodes: Mapping[str, TelemetrySummary] | None = None  # per compute node (Slurm), when sampled on nodes
 
 
 class _Stat:
@@ -206,8 +224,11 @@ class TelemetryAccumulator:
     """A run's telemetry summary built one record at a time (`add`), in constant memory: `report` streams
     the file through it, the metrics endpoint feeds it only what was appended since its last scrape."""
 
-    def __init__(self) -> None:
-        self.n = 0
+    def __init__(self, by_node: bool = True) -> None:
+        self.by_node = by_node  # False: one node's own accumulator (its records all name it)
+        self.n = 0  # every record, the nodes' too
+        self.own = 0  # records without a node (telemetry.jsonl)
+        self.nodes: dict[str, TelemetryAccumulator] = {}  # records sampled on compute nodes, by node
         self.t_n = 0
         self.t_min: float | None = None
         self.t_max: float | None = None
@@ -224,6 +245,13 @@ class TelemetryAccumulator:
 
     def add(self, rec: Mapping[str, Any]) -> None:
         self.n += 1
+        node = rec.get("node")
+        if self.by_node and isinstance(node, str) and node:
+            if node not in self.nodes:
+                self.nodes[node] = TelemetryAccumulator(by_node=False)
+            self.nodes[node].add(rec)
+            return
+        self.own += 1
         t = finite(rec.get("time"))
         if t is not None:
             self.t_n += 1
@@ -264,8 +292,17 @@ class TelemetryAccumulator:
             self.throttled[r] = self.throttled.get(r, 0) + 1
 
     def summary(self) -> TelemetrySummary:
+        """The run's summary; with records from compute nodes, their total and each node's (`nodes`)."""
+        if not self.nodes:
+            return self._own()
+        parts = {node: acc.summary() for node, acc in sorted(self.nodes.items())}
+        if self.own:
+            parts[""] = self._own()  # sampled where perfwatch runs, beside the nodes' files
+        return _total(parts)
+
+    def _own(self) -> TelemetrySummary:
         return TelemetrySummary(
-            samples=self.n,
+            samples=self.own,
             duration_s=(self.t_max - self.t_min) if self.t_n > 1 and self.t_max is not None
             and self.t_min is not None else None,
             gpus=len(self.gpu_ids),
@@ -283,6 +320,45 @@ class TelemetryAccumulator:
             throttle={r: k / self.gpu_ticks for r, k in sorted(self.throttled.items())} if self.gpu_ticks else None,
             gpu_indices=tuple(sorted(self.indices)),
         )
+
+
+def _add(values: Iterable[float | int | None]) -> Any:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
+def _total(nodes: Mapping[str, TelemetrySummary]) -> TelemetrySummary:
+    """The run over all its nodes: counts, power, CPU and memory added; GPU utilisation weighted by GPUs."""
+    parts = list(nodes.values())
+    weighted = [(s.gpu_util_mean, s.gpus) for s in parts if s.gpu_util_mean is not None and s.gpus]
+    gpus = sum(s.gpus for s in parts)
+    durations = [s.duration_s for s in parts if s.duration_s is not None]
+    throttle: dict[str, float] = {}
+    for s in parts:
+        for reason, share in (s.throttle or {}).items():
+            throttle[reason] = max(throttle.get(reason, 0.0), share)
+    maxima = [s.gpu_util_max for s in parts if s.gpu_util_max is not None]
+    mems = [s.gpu_mem_max for s in parts if s.gpu_mem_max is not None]
+    reasons = [s.gpu_unavailable for s in parts if s.gpu_unavailable]
+    return TelemetrySummary(
+        samples=sum(s.samples for s in parts),
+        duration_s=max(durations) if durations else None,
+        gpus=gpus,
+        gpu_util_mean=math.fsum(u * g for u, g in weighted) / sum(g for _, g in weighted) if weighted else None,
+        gpu_util_max=max(maxima) if maxima else None,
+        gpu_mem_max=max(mems) if mems else None,
+        power_mean_w=_add(s.power_mean_w for s in parts),
+        power_max_w=_add(s.power_max_w for s in parts),  # the sum of each node's highest: an upper bound
+        cpu_mean=_add(s.cpu_mean for s in parts),
+        cpu_max=_add(s.cpu_max for s in parts),
+        rss_max=_add(s.rss_max for s in parts),
+        gpu_unavailable=reasons[0] if reasons and not gpus else None,
+        run_mem_max=_add(s.run_mem_max for s in parts),
+        shared_max=max(s.shared_max for s in parts),
+        throttle=dict(sorted(throttle.items())) if throttle else None,
+        gpu_indices=tuple(sorted({i for s in parts for i in s.gpu_indices})),
+        nodes=dict(nodes),
+    )
 
 
 def summarize_telemetry(records: Iterable[Mapping[str, Any]]) -> TelemetrySummary:

@@ -38,11 +38,13 @@ class BackendConfig:
     sbatch_args: tuple[str, ...] = ()
     container_image: str | None = None
     container_mounts: tuple[str, ...] = ()
+    poll_interval: float | None = None  # s between the batched status queries (None: the backend's default)
 
     def to_dict(self) -> dict[str, Any]:
         return {"backend": self.backend, "partition": self.partition, "account": self.account,
                 "time_limit": self.time_limit, "qos": self.qos, "sbatch_args": list(self.sbatch_args),
-                "container_image": self.container_image, "container_mounts": list(self.container_mounts)}
+                "container_image": self.container_image, "container_mounts": list(self.container_mounts),
+                "poll_interval": self.poll_interval}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any] | None) -> BackendConfig:
@@ -52,11 +54,23 @@ class BackendConfig:
             account=data.get("account"), time_limit=data.get("time_limit"), qos=data.get("qos"),
             sbatch_args=tuple(data.get("sbatch_args") or ()), container_image=data.get("container_image"),
             container_mounts=tuple(data.get("container_mounts") or ()),
+            poll_interval=float(data["poll_interval"]) if isinstance(data.get("poll_interval"), (int, float)) else None,
         )
 
 
 class BackendError(RuntimeError):
     """The backend cannot work here at all (e.g. no `sbatch` on PATH): a clear message, not a traceback."""
+
+
+class TryLater(RuntimeError):
+    """The backend cannot start a run now but may soon (slurmctld unreachable): the run waits, queued.
+
+    `retry_in` is the backoff the backend asks for, in seconds; the message says what is awaited.
+    """
+
+    def __init__(self, message: str, retry_in: float) -> None:
+        super().__init__(message)
+        self.retry_in = retry_in
 
 
 @dataclass
@@ -89,6 +103,10 @@ class RunHandle(Protocol):
     def terminate(self) -> bool: ...  # ask it to stop (SIGTERM), continuing it first if paused
     def kill(self) -> bool: ...
     def start_now(self) -> bool: ...  # a pending attempt jumps its queue
+    def requeued(self) -> str | None: ...  # once per requeue by the backend (Slurm): why; the next attempt waits
+    def ended_as(self) -> tuple[RunState | None, str | None]: ...  # the backend's own verdict on the end, words
+    @property
+    def refused(self) -> str | None: ...  # why the last control action could not be delivered
     def track(self) -> bool: ...  # note its processes for a later take-over; True if that changed
     def cleanup(self) -> None: ...  # after the end: nothing of it left running
     def facts(self) -> dict[str, Any]: ...  # for perfwatch.json; `Backend.adopt` reads them back
@@ -101,6 +119,7 @@ class Backend(Protocol):
     def start(self, spec: RunSpec, run_dir: Path, launch: Launch) -> RunHandle: ...
     def adopt(self, record: RunRecord, run_dir: Path) -> RunHandle | None: ...
     def refresh(self) -> None: ...  # once per scheduler poll: batch state queries
+    def stale(self) -> str | None: ...  # the states shown are old (controller unreachable): since when, why
     def why_not(self, action: str, state: RunState) -> str | None: ...
 
 

@@ -77,6 +77,14 @@ class LocalRun:
     def start_now(self) -> bool:
         return False  # a local run is running as soon as it has a handle
 
+    def requeued(self) -> str | None:
+        return None
+
+    def ended_as(self) -> tuple[RunState | None, str | None]:
+        return None, None  # the exit status says it all
+
+    refused: str | None = None  # a signal to our own group is always delivered (or the group is gone)
+
     def cleanup(self) -> None:
         # only a group we started or verified on adoption (a forged pid is adopted with create_time -1)
         if self.proc.pgid > 1 and self.proc.create_time > 0 and self.proc.group_pids():  # no orphans
@@ -111,6 +119,9 @@ class LocalBackend:
         return LocalRun(proc)
 
     def refresh(self) -> None:
+        return None
+
+    def stale(self) -> str | None:
         return None
 
     def why_not(self, action: str, state: RunState) -> str | None:

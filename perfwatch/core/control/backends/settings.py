@@ -2,7 +2,7 @@
 
     scheduler: {backend: slurm, partition: gpu, account: mlperf, time_limit: 2h, qos: normal,
                 sbatch_args: [--exclusive], container_image: nvcr.io#nvidia/pytorch:24.04-py3,
-                container_mounts: [/data:/data]}
+                container_mounts: [/data:/data], poll_interval: 10s}
 """
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from perfwatch.core.control.backends import BACKENDS, BackendConfig
 from perfwatch.core.control.yaml_nodes import CampaignError, Y
 
 BACKEND_KEYS = ("backend", "partition", "account", "time_limit", "qos", "sbatch_args", "container_image",
-                "container_mounts")
+                "container_mounts", "poll_interval")
+MIN_POLL = 1.0  # s: the fastest batched status query a campaign may ask of a shared controller
 SLURM_ONLY = BACKEND_KEYS[1:]
 # Slurm's --time: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
 _SLURM_TIME = re.compile(r"^(\d+-\d+(:\d+(:\d+)?)?|\d+(:\d+(:\d+)?)?|UNLIMITED|INFINITE)$", re.IGNORECASE)
@@ -71,6 +72,11 @@ def backend_config(sm: dict[str, Y], override: str | None = None) -> BackendConf
             if not _MOUNT.match(text):
                 raise item.error(f"expected SRC[:DST[:FLAGS]] without commas or spaces, got {text!r}")
             mounts.append(text)
+    poll = None
+    if "poll_interval" in sm:
+        poll = sm["poll_interval"].duration()
+        if poll is None or poll < MIN_POLL:
+            raise sm["poll_interval"].error(f"expected a duration of at least {MIN_POLL:g}s (like 10s or 1m)")
     image = sm["container_image"].string() if "container_image" in sm else None
     if image is not None and not image.strip():
         raise sm["container_image"].error("empty container image")
@@ -80,5 +86,5 @@ def backend_config(sm: dict[str, Y], override: str | None = None) -> BackendConf
         account=_name(sm["account"]) if "account" in sm else None,
         time_limit=_time_limit(sm["time_limit"]) if "time_limit" in sm else None,
         qos=_name(sm["qos"]) if "qos" in sm else None,
-        sbatch_args=tuple(args), container_image=image, container_mounts=tuple(mounts),
+        sbatch_args=tuple(args), container_image=image, container_mounts=tuple(mounts), poll_interval=poll,
     )

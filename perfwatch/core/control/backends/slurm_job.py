@@ -6,6 +6,10 @@ as a local run does. A multi-node torchrun job, or any job with a Pyxis containe
 its workload as one `srun` step with one task per node (`--container-image`/`--container-mounts`
 passed to that step); torchrun's rendezvous is taken from the allocation: c10d on the first
 node of `SLURM_JOB_NODELIST`, the job id as the rendezvous id.
+
+Before that, the runner starts perfwatch's telemetry sampler on every node of the allocation as
+one extra step (`srun --overlap`, one task per node, outside any container): each node writes
+telemetry.<node>.jsonl into the run's folder (telemetry/node.py). Slurm ends that step with the job.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 RDZV_PORT = 29500  # + job id modulo RDZV_PORTS: two jobs sharing a first node do not collide
 RDZV_PORTS = 1000
+SAMPLER_STEP = "perfwatch-telemetry"  # the telemetry step's name, as `squeue --steps` shows it
 _RDZV_FLAGS = ("--standalone", "--node-rank", "--node_rank", "--rdzv-endpoint", "--rdzv_endpoint", "--rdzv-id",
                "--rdzv_id", "--rdzv-backend", "--rdzv_backend", "--master-addr", "--master_addr",
                "--master-port", "--master_port")
@@ -57,13 +62,27 @@ def torchrun_for_allocation(argv: list[str], nnodes: int, endpoint: str, rdzv_id
     return out + argv[i:]
 
 
-def workload_argv(job: dict[str, Any], environ: dict[str, str]) -> list[str]:
-    """What the supervisor starts for this job on this allocation."""
+def container_mounts(job: dict[str, Any]) -> list[str]:
+    """Pyxis mounts: the campaign's, plus the LOGDIR (the mllog path and output are there) and the
+    workload's working folder (its scripts, `--container-workdir`), each at the same path inside,
+    unless a mount of the campaign already covers that path."""
+    mounts = list(job.get("container_mounts") or [])
+    inside = [m.split(":")[1] if ":" in m else m for m in mounts]
+    for folder in (job.get("logdir"), job.get("cwd")):
+        if folder and not any(folder == d or folder.startswith(d.rstrip("/") + "/") for d in inside):
+            mounts.append(folder)
+            inside.append(folder)
+    return mounts
+
+
+def workload_argv(job: dict[str, Any], environ: dict[str, str], master: str | None = None) -> list[str]:
+    """What the supervisor starts for this job on this allocation (`master`: the first node's address,
+    looked up in the allocation when not given; `--dry-run` gives a placeholder)."""
     argv = list(job["argv"])
     nnodes = int(job.get("nnodes") or 1)
     image = job.get("container_image")
     if job.get("launcher") == "torchrun" and nnodes > 1:
-        master = first_node(environ.get("SLURM_JOB_NODELIST", "localhost"))
+        master = master or first_node(environ.get("SLURM_JOB_NODELIST", "localhost"))
         job_id = environ.get("SLURM_JOB_ID", "0")
         port = RDZV_PORT + (int(job_id) if job_id.isdigit() else 0) % RDZV_PORTS
         argv = torchrun_for_allocation(argv, nnodes, f"{master}:{port}", f"slurm-{job_id}")
@@ -74,10 +93,26 @@ def workload_argv(job: dict[str, Any], environ: dict[str, str]) -> list[str]:
     step = ["srun", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--kill-on-bad-exit=1"]
     if image:
         step.append(f"--container-image={image}")
-        if job.get("container_mounts"):
-            step.append(f"--container-mounts={','.join(job['container_mounts'])}")
+        step.append(f"--container-mounts={','.join(container_mounts(job))}")
         step.append(f"--container-workdir={job['cwd']}")
     return [*step, *argv]
+
+
+def sampler_argv(job: dict[str, Any]) -> list[str]:
+    """The telemetry step: one sampler per node of the allocation, sharing the job's CPUs (--overlap)."""
+    nnodes = int(job.get("nnodes") or 1)
+    return ["srun", "--overlap", f"--nodes={nnodes}", f"--ntasks={nnodes}", "--ntasks-per-node=1", "--quiet",
+            f"--job-name={SAMPLER_STEP}", sys.executable, "-m", "perfwatch.core.telemetry.node", job["run_dir"]]
+
+
+def start_sampler(job: dict[str, Any], env: dict[str, str]) -> None:
+    """Start the telemetry step in the background; a job without it still runs (the reason is in output.log)."""
+    if not job.get("run_dir"):
+        return
+    try:
+        subprocess.Popen(sampler_argv(job), env=env, stdin=subprocess.DEVNULL)  # noqa: S603 - an argv list
+    except OSError as exc:
+        print(f"perfwatch: no telemetry from the nodes: {exc}", flush=True)
 
 
 def supervisor_argv(job: dict[str, Any], workload: list[str]) -> list[str]:
@@ -99,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     os.chdir(job["cwd"])
     print(f"perfwatch: Slurm job {env.get('SLURM_JOB_ID', '?')} on {env.get('SLURM_JOB_NODELIST', '?')}",
           flush=True)
+    start_sampler(job, env)
     os.execve(cmd[0], cmd, env)
     return 127  # not reached
 
