@@ -239,3 +239,24 @@ def test_metrics_export_each_ranks_step_time_and_the_straggler_as_the_rank_files
         assert got[("perfwatch_rank_straggler", str(rank))] == (1.0 if rank == 1 else 0.0)
     assert got[("perfwatch_run_state", "stalled")] == 1.0  # the stalled flag: a member of the state set
 
+
+
+def test_a_multi_node_runs_straggler_is_joined_to_its_nodes_gpu_telemetry(tmp_path: Path) -> None:
+    """A Slurm job's ranks on two nodes, GPU 0 on each: the node files tell the two GPU 0s apart."""
+    for rank in range(4):
+        node = "n1" if rank < 2 else "n2.cluster.example"  # a rank's host name; the node file's is the short one
+        path = layout.rank_file(tmp_path, rank)
+        path.parent.mkdir(exist_ok=True)
+        recs = [{"kind": "rank", "rank": rank, "node": node, "gpu": rank % 2, "t": 970.0},
+                {"kind": "steps", "t": 1000.0, "steps": 100, "step_s": [0.1] * 100, "span_s": 10.0,
+                 "coll_s": 2.0 if rank == 2 else 4.0, "data_s": 0.1}]
+        path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    for node, capped in (("n1", False), ("n2", True)):
+        lines = [{"time": 1000.0 - i, "gpus": [
+            {"index": g, "sm_clock": 1980, "throttle": ["sw_power_cap"] if capped and g == 0 else []}
+            for g in range(2)]} for i in range(30)]
+        (tmp_path / layout.node_telemetry_name(node)).write_text("".join(json.dumps(x) + "\n" for x in lines))
+    report = R.rank_report(tmp_path)
+    assert report is not None and report.straggler is not None and report.straggler.rank == 2
+    assert report.straggler.cause == "GPU 0 on n2 power-capped 100 % of the last minute"
+    assert report.gpus[0]["reasons"] == {} and report.gpus[2]["reasons"] == {"sw_power_cap": 1.0}

@@ -259,6 +259,7 @@ def rank_timer(s: Setup) -> RankTimer | None:
     cuda = s.device.type == "cuda"
     timer = RankTimer.for_run(rank=s.dist.rank, local_rank=s.dist.local_rank, world_size=s.dist.world_size,
                               device=str(s.device), gpu=s.device.index if cuda else None,
+                              gpu_uuid=runtime.gpu_uuid(s.device) if cuda else None,
                               mllog=getattr(s.args, "mllog", None),
                               interval_s=max(float(s.args.log_interval), 0.5))
     if timer is not None and isinstance(s.model, DistributedDataParallel):

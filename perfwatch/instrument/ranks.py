@@ -4,7 +4,7 @@ Every rank writes its own file, `<run folder>/ranks/rank_<N>.jsonl` (`core.layou
 rank 0's mllog, which stays the MLPerf log, untouched. One JSON object a line:
 
     {"kind": "rank", "rank": 1, "local_rank": 1, "world_size": 2, "node": "gpu-07", "pid": 4242,
-     "device": "cuda:1", "gpu": 1, "t": 1764120000.25}
+     "device": "cuda:1", "gpu": 1, "gpu_uuid": "GPU-8f3c…", "t": 1764120000.25}
         once, when the timer opens
     {"kind": "steps", "t": ..., "steps": 812, "step_s": [0.101, 0.099, ...], "data_s": 0.012,
      "coll_s": 0.41, "span_s": 1.02}
@@ -65,7 +65,7 @@ class RankTimer:
     """Step, data-wait and collective time of one rank, written to its rank file."""
 
     def __init__(self, path: Path | str, *, rank: int, local_rank: int = 0, world_size: int = 1,
-                 device: str = "cpu", gpu: int | None = None, interval_s: float = 1.0,
+                 device: str = "cpu", gpu: int | None = None, gpu_uuid: str | None = None, interval_s: float = 1.0,
                  heartbeat: bool = True, clock: Callable[[], float] = time.perf_counter) -> None:
         self.path = Path(path)
         self.rank = rank
@@ -89,7 +89,7 @@ class RankTimer:
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         self._write({"kind": "rank", "rank": rank, "local_rank": local_rank, "world_size": world_size,
                      "node": socket.gethostname(), "pid": os.getpid(), "device": device, "gpu": gpu,
-                     "t": self._wall(clock())})
+                     "gpu_uuid": gpu_uuid, "t": self._wall(clock())})
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None
         if heartbeat and interval_s > 0:
@@ -98,7 +98,8 @@ class RankTimer:
 
     @classmethod
     def for_run(cls, *, rank: int, local_rank: int = 0, world_size: int = 1, device: str = "cpu",
-                gpu: int | None = None, mllog: str | None = None, interval_s: float = 1.0) -> RankTimer | None:
+                gpu: int | None = None, gpu_uuid: str | None = None, mllog: str | None = None,
+                interval_s: float = 1.0) -> RankTimer | None:
         """The timer of this rank for the run whose mllog is `mllog` (default $PERFWATCH_MLLOG), or None
         when there is no run folder to write into or $PERFWATCH_RANKS is "0"."""
         if os.environ.get(ENV_RANKS, "1") == "0":
@@ -108,7 +109,7 @@ class RankTimer:
             return None
         folder = Path(mllog).parent
         return cls(layout.rank_file(folder, rank), rank=rank, local_rank=local_rank, world_size=world_size,
-                   device=device, gpu=gpu, interval_s=interval_s)
+                   device=device, gpu=gpu, gpu_uuid=gpu_uuid, interval_s=interval_s)
 
     # ---- what the training loop calls ------------------------------------------------------------
     def set_phase(self, phase: str) -> None:

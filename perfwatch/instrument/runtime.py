@@ -102,6 +102,17 @@ def device_name(device: torch.device) -> str:
     return "cpu"
 
 
+def gpu_uuid(device: torch.device) -> str | None:
+    """The GPU's UUID as NVML writes it ("GPU-8f3c…"), which joins a rank to its GPU's telemetry on any node
+    (CUDA's device index depends on CUDA_VISIBLE_DEVICES); None where torch does not say."""
+    try:
+        uuid = torch.cuda.get_device_properties(device).uuid
+    except (AttributeError, RuntimeError, AssertionError):
+        return None
+    text = str(uuid)
+    return text if text.startswith("GPU-") else f"GPU-{text}"
+
+
 def autocast(precision: str, device: torch.device) -> contextlib.AbstractContextManager[Any]:
     """bf16 autocast for 'bf16', nothing for 'fp32'."""
     if precision == "bf16":

@@ -224,34 +224,44 @@ class Straggler:
     text: str  # one line for every front end
 
 
-def _gpu_minute(telemetry: Iterable[Mapping[str, Any]], now: float | None, window_s: float
-                ) -> dict[str, dict[str, Any]]:
-    """Per GPU (uuid, else "index:N"): share of samples per slowdown reason and median SM clock."""
-    recs = [r for r in telemetry if finite(r.get("time")) is not None]
-    if not recs:
+Telemetry = Iterable[Mapping[str, Any]] | Mapping[str, Iterable[Mapping[str, Any]]]
+
+
+def _by_node(telemetry: Telemetry) -> Mapping[str, Iterable[Mapping[str, Any]]]:
+    """Telemetry records by the node they were sampled on ("" for the run's own telemetry.jsonl)."""
+    return telemetry if isinstance(telemetry, Mapping) else {"": telemetry}
+
+
+def _gpu_minute(telemetry: Telemetry, now: float | None, window_s: float) -> dict[str, dict[str, Any]]:
+    """Per GPU (its uuid, else "node|index"): share of samples per slowdown reason, median SM clock,
+    mean utilisation and highest memory over the last `window_s`."""
+    nodes = {node: [r for r in recs if finite(r.get("time")) is not None] for node, recs in _by_node(telemetry).items()}
+    times = [float(r["time"]) for recs in nodes.values() for r in recs]
+    if not times:
         return {}
-    end = now if now is not None else max(float(r["time"]) for r in recs)
+    end = now if now is not None else max(times)
     counts: dict[str, dict[str, Any]] = {}
-    for rec in recs:
-        if float(rec["time"]) < end - window_s:
-            continue
-        for g in rec.get("gpus") or ():
-            if not isinstance(g, dict):
+    for node, recs in nodes.items():
+        for rec in recs:
+            if float(rec["time"]) < end - window_s:
                 continue
-            key = str(g["uuid"]) if isinstance(g.get("uuid"), str) else f"index:{g.get('index')}"
-            c = counts.setdefault(key, {"n": 0, "reasons": {}, "clocks": [], "utils": [], "mems": [],
-                                        "index": g.get("index")})
-            c["n"] += 1
-            if finite(g.get("util_sm")) is not None:
-                c["utils"].append(float(g["util_sm"]))
-            if finite(g.get("mem_used")) is not None:
-                c["mems"].append(float(g["mem_used"]))
-            for r in g.get("throttle") or ():
-                if r in SLOWDOWN_REASONS:
-                    c["reasons"][r] = c["reasons"].get(r, 0) + 1
-            if finite(g.get("sm_clock")) is not None:
-                c["clocks"].append(float(g["sm_clock"]))
-    return {k: {"index": c["index"], "reasons": {r: n / c["n"] for r, n in c["reasons"].items()},
+            for g in rec.get("gpus") or ():
+                if not isinstance(g, dict):
+                    continue
+                key = str(g["uuid"]) if isinstance(g.get("uuid"), str) else f"{node}|{g.get('index')}"
+                c = counts.setdefault(key, {"n": 0, "reasons": {}, "clocks": [], "utils": [], "mems": [],
+                                            "index": g.get("index"), "node": node})
+                c["n"] += 1
+                if (v := finite(g.get("util_sm"))) is not None:
+                    c["utils"].append(v)
+                if (v := finite(g.get("mem_used"))) is not None:
+                    c["mems"].append(v)
+                if (v := finite(g.get("sm_clock"))) is not None:
+                    c["clocks"].append(v)
+                for r in g.get("throttle") or ():
+                    if r in SLOWDOWN_REASONS:
+                        c["reasons"][r] = c["reasons"].get(r, 0) + 1
+    return {k: {"index": c["index"], "node": c["node"], "reasons": {r: n / c["n"] for r, n in c["reasons"].items()},
                 "sm_clock": statistics.median(c["clocks"]) if c["clocks"] else None,
                 "util": statistics.fmean(c["utils"]) if c["utils"] else None,
                 "mem_used": max(c["mems"]) if c["mems"] else None}
@@ -259,18 +269,23 @@ def _gpu_minute(telemetry: Iterable[Mapping[str, Any]], now: float | None, windo
 
 
 def _gpu_key(s: RankStats, gpus: Mapping[str, Any]) -> str | None:
+    """The rank's GPU among `gpus`: by uuid, else by its index on its node's telemetry (a node file's
+    name is the node's name made safe, and may be the short form of the rank's host name), else on the
+    run's own telemetry."""
     if s.gpu_uuid and s.gpu_uuid in gpus:
         return s.gpu_uuid
-    if s.gpu is not None and f"index:{s.gpu}" in gpus:
-        return f"index:{s.gpu}"
-    if s.gpu is not None:  # telemetry keyed by uuid, the rank knows only its index: match by index
+    if s.gpu is None:
+        return None
+    host = s.node or ""
+    names = [layout.telemetry_node(layout.node_telemetry_name(h)) for h in (host, host.split(".")[0]) if h]
+    for node in [*names, ""]:
         for key, g in gpus.items():
-            if g.get("index") == s.gpu:
+            if g.get("node") == node and g.get("index") == s.gpu:
                 return key
     return None
 
 
-def find_straggler(stats: Sequence[RankStats], telemetry: Iterable[Mapping[str, Any]] = (),
+def find_straggler(stats: Sequence[RankStats], telemetry: Telemetry = (),
                    now: float | None = None, window_s: float = WINDOW_S) -> Straggler | None:
     """The rank the others wait for, with its likely cause; None when no rank stands out."""
     live = [s for s in stats if s.busy_s is not None and s.span_s]
@@ -299,6 +314,8 @@ def _cause(worst: RankStats, others: Sequence[RankStats], gpus: Mapping[str, Any
     if key is not None:
         g = gpus[key]
         label = f"GPU {g['index'] if g.get('index') is not None else worst.gpu}"
+        if g.get("node"):
+            label += f" on {g['node']}"
         reasons = sorted(g["reasons"].items(), key=lambda kv: -kv[1])
         if reasons and reasons[0][1] >= THROTTLE_CAUSE_SHARE:
             reason, share = reasons[0]
@@ -460,7 +477,9 @@ def rank_report(run_folder: Path | str, now: float | None = None) -> RankReport 
     if not files:
         return None
     stats = rank_stats(files, now)
-    telemetry = _telemetry_tail(folder / layout.TELEMETRY_FILE)
+    telemetry = {"": _telemetry_tail(folder / layout.TELEMETRY_FILE)}
+    for path in layout.node_telemetry_files(folder):  # a multi-node Slurm job: one file per compute node
+        telemetry[layout.telemetry_node(path.name) or ""] = _telemetry_tail(path)
     try:
         captures = tuple(sorted((folder / layout.STACKS_DIR).glob("*.json")))
     except OSError:
