@@ -29,9 +29,11 @@ CHILD = textwrap.dedent("""
     from torch import nn
     from torch.nn.parallel import DistributedDataParallel
     from perfwatch.instrument.ranks import RankTimer, ddp_timing_hook
+    from perfwatch.instrument.runtime import gpu_uuid
     dist.init_process_group("nccl", rank=0, world_size=1, device_id=torch.device("cuda:0"))
     model = DistributedDataParallel(nn.Linear(1024, 1024).cuda(), device_ids=[0])
-    timer = RankTimer(sys.argv[1], rank=0, device="cuda:0", gpu=0, interval_s=0.5)
+    timer = RankTimer(sys.argv[1], rank=0, device="cuda:0", gpu=0, gpu_uuid=gpu_uuid(torch.device("cuda:0")),
+                      interval_s=0.5)
     model.register_comm_hook(None, ddp_timing_hook(timer, cuda=True))
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     x = torch.randn(256, 1024, device="cuda")
@@ -63,6 +65,14 @@ def test_ddp_buckets_are_timed_by_cuda_events_on_nccl(tmp_path: Path) -> None:
     assert sum(w["coll_s"] for w in windows) > 0  # every bucket's all-reduce timed on the device
     (s,) = R.rank_stats(R.read_rank_files(tmp_path))
     assert s.collective_share is not None and 0 < s.collective_share < 1
+    import pynvml  # the rank's GPU UUID is the one NVML (and so perfwatch's telemetry) gives that GPU
+
+    pynvml.nvmlInit()
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES", "0").split(",")[0] or "0"
+    handle = (pynvml.nvmlDeviceGetHandleByUUID(visible) if visible.startswith("GPU-")
+              else pynvml.nvmlDeviceGetHandleByIndex(int(visible)))
+    uuid = pynvml.nvmlDeviceGetUUID(handle)
+    assert s.gpu_uuid == (uuid.decode() if isinstance(uuid, bytes) else uuid)
 
 
 @pytest.mark.gpu
