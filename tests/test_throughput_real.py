@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from perfwatch.core.measure.throughput import rolling_throughput
 from perfwatch.core.model.run import Run
 
@@ -112,3 +114,24 @@ def test_a_rate_orders_of_magnitude_off_is_set_aside_and_said() -> None:
     v = run.view()
     assert [rate for _, rate in v.throughput] == [100.0] * 5
     assert any(f.rule == "throughput" and "set aside" in f.message for f in v.findings)
+
+
+def test_gpt3_tokens_per_second_are_one_number_labelled_tokens_in_every_front_end() -> None:
+    """report, headless and the TUI's row show the same rate, each saying it counts tokens."""
+    import subprocess
+    import sys
+
+    from perfwatch.core.engine import run_figures
+    from perfwatch.ui.format import fmt_per_s, fmt_rate
+
+    rep = subprocess.run([sys.executable, "-m", "perfwatch", "report", str(GPT3), "--format", "json"],
+                         capture_output=True, text=True, timeout=120)
+    (row,) = json.loads(rep.stdout)["runs"]
+    fig = run_figures(view_of(GPT3))
+    assert row["rate_unit"] == fig.unit == "tokens"
+    assert fig.tp_now == row["rate_window"] and fig.tp_avg == row["throughput_mean"]
+    assert row["samples_per_s_window"] * 2048 == pytest.approx(row["rate_window"])  # a GPT-3 sample: 2,048 tokens
+    assert fmt_per_s(fig.tp_now, fig.unit) == f"{fmt_rate(row['rate_window'])} tok"
+    once = subprocess.run([sys.executable, "-m", "perfwatch", "attach", str(GPT3), "--once"],
+                          capture_output=True, text=True, timeout=120).stdout
+    assert f"now {row['rate_window']:.2f} tokens/s" in once

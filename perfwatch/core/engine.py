@@ -191,9 +191,10 @@ _EMPTY: Mapping[str, Any] = MappingProxyType({})
 class RunFigures:
     """A run's speed as every front end shows it (the numbers `report` puts in its row)."""
 
-    tp_now: float | None  # samples/s over the rolling window (report: samples_per_s_window)
-    tp_avg: float | None  # mean samples/s over the run (report: throughput_mean)
+    tp_now: float | None  # per second over the rolling window, in `unit` (report: rate_window)
+    tp_avg: float | None  # per second on average over the run, in `unit` (report: throughput_mean)
     mfu: Mfu | None  # against THE peak resolver's peak, from tp_now's window (report: mfu)
+    unit: str = "samples"  # what the benchmark counts (RunView.count_unit): "samples", or "tokens" (GPT-3)
 
 
 def run_figures(view: RunView, *, overrides: Overrides | None = None, gpu: Any = None,
@@ -202,9 +203,10 @@ def run_figures(view: RunView, *, overrides: Overrides | None = None, gpu: Any =
     same calls through measure/columns.py; tests/test_one_number.py holds them equal)."""
     stats = view.throughput_stats
     return RunFigures(
-        rolling_throughput(view, flops_per_sample=overrides.flops_per_sample if overrides else None).samples_per_s,
+        rolling_throughput(view, flops_per_sample=overrides.flops_per_sample if overrides else None).rate,
         stats.mean if stats.count else None,
         run_mfu(view, overrides=overrides, gpu=gpu, cpu="cached", scheduled_devices=scheduled_devices),
+        view.count_unit,
     )
 
 
@@ -623,7 +625,7 @@ class LiveEngine:
         figures = run_figures(view, overrides=self._overrides.get(view.run_id), gpu=gpu,
                               scheduled_devices=len(devices) or None)
         if proc is not None and proc.state is RunState.PAUSED:  # stopped by SIGSTOP: no rate (nor MFU) "now"
-            return RunFigures(None, figures.tp_avg, None)
+            return RunFigures(None, figures.tp_avg, None, figures.unit)
         return figures
 
     def _update_eta(self, run_id: str, view: RunView, now: float) -> None:

@@ -51,8 +51,8 @@ SIGNIFICANT_DIGITS = 15  # a double's decimal precision: drops float noise (2.01
 RUN_GAUGES: list[tuple[str, str, str, float, str]] = [
     ("perfwatch_run_samples_per_second", "Throughput over the rolling window (report: samples_per_s_window)",
      "samples_per_s_window", 1, ""),
-    ("perfwatch_run_samples_per_second_mean", "Mean throughput over the whole run (report: throughput_mean)",
-     "throughput_mean", 1, ""),
+    ("perfwatch_run_samples_per_second_mean", "Mean samples/s over the whole run (report: samples_per_s_mean)",
+     "samples_per_s_mean", 1, ""),
     ("perfwatch_run_tokens_per_second", "Tokens/s over the rolling window (report: tokens_per_s)",
      "tokens_per_s", 1, ""),
     ("perfwatch_run_mfu_ratio", "Model FLOPs utilization, 0..1 (report: mfu)", "mfu", 1, "ratio"),

@@ -268,12 +268,13 @@ def _numbers(v: RunView, status: RunStatus, overrides: Mapping[str, Any]) -> str
         what = "time-to-train" if status.state is State.DONE else "ran"
         parts.append(f"{what} {v.time_to_train_ms / 60_000:.4f} min")
     fig = run_figures(v, overrides=overrides.get(v.run_id))
+    per_s = f"{fig.unit}/s"  # samples/s, or tokens/s where the benchmark counts tokens
     if fig.tp_now is not None:
-        parts.append(f"now {fig.tp_now:.2f} samples/s")
+        parts.append(f"now {fig.tp_now:.2f} {per_s}")
     if fig.mfu is not None and fig.mfu.value is not None:
         parts.append(f"MFU {fig.mfu.value * 100:.2f}%")
     if fig.tp_avg is not None:
-        parts.append(f"avg {fig.tp_avg:.2f} samples/s")
+        parts.append(f"avg {fig.tp_avg:.2f} {per_s}")
     return "  ".join(parts)
 
 

@@ -77,6 +77,17 @@ def fmt_rate(v: float | None) -> str:
     return f"{v:.4g}"
 
 
+def fmt_per_s(v: float | None, unit: str) -> str:
+    """A throughput cell: samples/s as a number, tokens/s marked `tok` (the column says samp/s)."""
+    text = fmt_rate(v)
+    return f"{text} tok" if unit == "tokens" and text != "–" else text
+
+
+def rate_name(unit: str) -> str:
+    """`samp/s` or `tok/s`: what a run's throughput counts."""
+    return "tok/s" if unit == "tokens" else "samp/s"
+
+
 def fmt_value(v: float | None) -> str:
     if v is None or not math.isfinite(v):
         return "–"
@@ -175,13 +186,14 @@ def make_row(run_id: str, view: RunView | None, status: RunStatus, figures: RunF
     if ttt is not None and view.run_status != "success":
         time_cell = fmt_duration(ttt)
     tp_now = figures.tp_now if figures is not None else None
+    unit = figures.unit if figures is not None else "samples"
     mfu = figures.mfu.value if figures is not None and figures.mfu is not None else None
     cells = {
         "id": shown_id,
         "state": label,
         "progress": prog,
-        "tp_now": fmt_rate(tp_now),
-        "tp_avg": fmt_rate(figures.tp_avg if figures is not None else None),
+        "tp_now": fmt_per_s(tp_now, unit),
+        "tp_avg": fmt_per_s(figures.tp_avg if figures is not None else None, unit),
         "mfu": fmt_mfu(mfu),
         "eval": eval_cell(view),
         "time": time_cell,

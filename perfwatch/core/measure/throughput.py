@@ -155,6 +155,16 @@ def world_of(view: RunView, world_size: int | None) -> int:
     return max(int(world_size or view.world_size or 1), 1)
 
 
+def samples_rate(view: RunView, rate: float | None) -> float | None:
+    """A rate in the run's `count_unit` as samples/s: a tokens/s rate divided by the logged
+    `max_sequence_length` (a GPT-3 sample is a sequence), None when the log gives no length."""
+    if rate is None or view.count_unit != "tokens":
+        return rate
+    seq = view.params.get("max_sequence_length")
+    seq_len = float(seq) if isinstance(seq, int | float) and not isinstance(seq, bool) and seq > 0 else None
+    return rate / seq_len if seq_len else None
+
+
 def rolling_throughput(
     view: RunView,
     window: int = DEFAULT_WINDOW,
@@ -174,9 +184,7 @@ def rolling_throughput(
     gbs = view.global_batch_size
     tokens = tokens_per_sample or view.tokens_per_sample
     if view.count_unit == "tokens":  # the log counts tokens: samples are sequences of the logged length
-        seq = view.params.get("max_sequence_length")
-        seq_len = float(seq) if isinstance(seq, int | float) and not isinstance(seq, bool) and seq > 0 else None
-        sps = rate / seq_len if rate is not None and seq_len else None
+        sps = samples_rate(view, rate)
         tp = _derived(sps, sps / gbs if sps is not None and gbs else None, points=min(len(pts), window),
                       seconds=span, world_size=world_of(view, world_size), full=len(pts) > window,
                       flops_per_sample=flops_per_sample or view.flops_per_sample, tokens_per_sample=None)

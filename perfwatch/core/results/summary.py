@@ -19,6 +19,7 @@ import msgspec
 
 from perfwatch.core.ingest.sanitize import csv_cell, json_text, one_line
 from perfwatch.core.layout import is_result_name, without_repeat
+from perfwatch.core.measure.throughput import samples_rate
 from perfwatch.core.mlperf import rcp
 from perfwatch.core.mlperf.scores import (
     MS_PER_MINUTE,
@@ -245,7 +246,9 @@ def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]
         "ruleset_why": view.ruleset_why,
         "best_eval": view.best_eval,
         "evals": len(view.evals),
+        "rate_unit": view.count_unit,  # what throughput_* and rate_window count per second
         "throughput_mean": stats.mean if stats.count else None,
+        "samples_per_s_mean": samples_rate(view, stats.mean if stats.count else None),
         "throughput_min": stats.min if stats.count else None,
         "throughput_max": stats.max if stats.count else None,
         "throughput_source": view.throughput_source,
@@ -412,8 +415,9 @@ RUN_COLUMNS: list[tuple[str, str, int]] = [
     ("target_verdict", "target", 0),
     ("time_to_train_min", "TTT min", 3),
     ("best_eval", "best eval", 4),
-    ("throughput_mean", "samples/s", 1),
-    ("samples_per_s_window", "now", 1),
+    ("throughput_mean", "avg/s", 1),  # in rate_unit: samples, or tokens where the benchmark counts tokens
+    ("rate_window", "now/s", 1),
+    ("rate_unit", "unit", 0),
     ("mfu", "MFU", 1),
     ("cpu_mean", "CPU %", 0),
     ("gpu_util_mean", "GPU %", 0),

@@ -27,7 +27,7 @@ from perfwatch.core.model.book import LOG_TAIL_LINES
 from perfwatch.core.model.run import RunView
 from perfwatch.core.model.status import RunStatus, judge
 from perfwatch.text.escape import scrub
-from perfwatch.ui.format import energy_text, fmt_duration, fmt_eta, fmt_mfu, fmt_rate, fmt_value
+from perfwatch.ui.format import energy_text, fmt_duration, fmt_eta, fmt_mfu, fmt_rate, fmt_value, rate_name
 
 if TYPE_CHECKING:
     from perfwatch.core.engine import RunFigures
@@ -230,7 +230,8 @@ def summary_text(view: RunView | None, proc: ProcInfo | None, findings: Sequence
         st = view.throughput_stats
         if st.count and figures is not None:
             paused = " (paused)" if proc is not None and proc.state is RunState.PAUSED else ""  # no rate now
-            t.append(f"  samp/s {fmt_rate(figures.tp_now)}{paused} (avg {fmt_rate(figures.tp_avg)}, n={st.count})")
+            t.append(f"  {rate_name(figures.unit)} {fmt_rate(figures.tp_now)}{paused} "
+                     f"(avg {fmt_rate(figures.tp_avg)}, n={st.count})")
             if figures.mfu is not None and figures.mfu.value is not None:
                 t.append(f"  MFU {fmt_mfu(figures.mfu.value)}")
         t.append("\n")
@@ -398,6 +399,7 @@ class DetailPane(Vertical):
             eval_plot.set_data(evals, target, note=note, start_ms=view.run_start_ms)
             now = figures.tp_now if figures is not None else None
             paused = proc is not None and proc.state is RunState.PAUSED
+            tp_plot.unit = f"{view.count_unit}/s"  # view.throughput is in the benchmark's unit (tokens: GPT-3)
             tp_plot.set_data(view.throughput, note="paused" if paused else fmt_rate(now), start_ms=view.run_start_ms)
         bad = frozenset(b.text for b in view.bad_lines) if view is not None else frozenset()
         run_id = view.run_id if view is not None else proc.run_id if proc is not None else None
