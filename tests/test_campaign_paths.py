@@ -89,7 +89,8 @@ def test_launch_demo_plans_the_packaged_campaign_from_any_folder(tmp_path: Path)
     assert done.returncode == 0, done.stderr
     packaged = Path(perfwatch.__file__).parent / "workloads"
     assert f"working directory: {packaged.resolve()}" in done.stdout  # the scripts beside the demo.yaml
-    assert "campaign demo: 8 runs -> runs/demo-" in done.stdout  # LOGDIR: under the current folder
+    # workloads/demo.yaml: the mlp grid (2 batch sizes x 2 repeats), cnn, mlm and the torchrun mlp: 7 runs
+    assert "campaign demo: 7 runs -> runs/demo-" in done.stdout  # LOGDIR: under the current folder
     assert (packaged / "demo.yaml").read_bytes() == (ROOT / "workloads/demo.yaml").read_bytes()  # one copy
     assert list(tmp_path.iterdir()) == []  # a dry run writes nothing
     both = subprocess.run([sys.executable, "-m", "perfwatch", "launch", "--demo", str(ROOT / "workloads/demo.yaml")],
