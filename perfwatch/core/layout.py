@@ -36,6 +36,7 @@ imported by the per-run supervisor, so it imports nothing but the standard libra
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 from pathlib import Path
 
@@ -99,7 +100,7 @@ _COMPRESSED_SUFFIXES = (".gz", ".bz2", ".xz", ".zst", ".zip", ".lz4")
 
 
 def _rotated_or_compressed(name: str) -> bool:
-    """`mllog.txt.1`, `output.log.12`, `x.txt.gz`: string tests (no regex compiled at start-up)."""
+    """`mllog.txt.1`, `output.log.12`, `x.txt.gz`."""
     if name.endswith(_COMPRESSED_SUFFIXES):
         return True
     head, dot, num = name.rpartition(".")
@@ -234,7 +235,6 @@ def user_cache_dir() -> Path:
 
 def write_json_atomic(path: Path, data: object, *, indent: int | None = 1) -> None:
     """Temp file in the same folder + fsync + rename: readers never see half a file."""
-    import json  # lazy: not on `report`'s path (~2 ms of start-up)
 
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:

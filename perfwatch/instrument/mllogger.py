@@ -5,7 +5,7 @@ official tools parse) with its own `logging.Logger`: the global mllog logger als
 prints to stdout, which would give perfwatch every record twice (mllog.txt and
 output.log). The destination is `--mllog PATH`, else `$PERFWATCH_MLLOG`, else stdout.
 
-`mllog`'s `event()` inspects the call stack (~70 µs a call), so training loops must
+`mllog`'s `event()` inspects the call stack on every call, so training loops must
 log on a cadence (see `throughput.ThroughputMeter`), never once per step.
 """
 

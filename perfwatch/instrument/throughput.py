@@ -6,8 +6,8 @@ per-device samples as the global count, inflates or deflates throughput by exact
 that factor (the bug Composer and Lightning shipped). The caller passes the samples
 the step really consumed; the meter never guesses.
 
-Why a time cadence: a logging call costs ~70 µs (mllog inspects the stack), so the
-meter only reads the clock per step (~0.1 µs) and logs when `interval_s` has passed.
+Why a time cadence: a logging call is costly (mllog inspects the stack), so the
+meter only reads the clock per step and logs when `interval_s` has passed.
 The loss is kept as a tensor and converted to a float only when a record is written,
 which avoids a device sync per step on GPUs.
 """

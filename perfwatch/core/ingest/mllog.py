@@ -143,8 +143,7 @@ class LineParser:
         `feed`, which keeps line numbers for bad lines.
 
         `last`: nothing follows this buffer (a whole file read once: `model.book.load`). Its noise lines
-        are then not counted (a pass over the buffer, ~0.3 ms a MB: an eighth of reading an MLPerf
-        result folder); the count only numbers a later block's bad lines, so `lineno` and `noise`
+        are then not counted (it would be one more pass over the buffer); the count only numbers a later block's bad lines, so `lineno` and `noise`
         leave them out."""
         if _mostly_records(data):  # one split beats three searches per record
             return self.feed(split_lines(data))

@@ -21,7 +21,9 @@ Stored in `<cache>/perfwatch/cpu_peak.json`, keyed `<cpu model>|threads=N|torch=
 
 from __future__ import annotations
 
+import json
 import math
+import platform
 import subprocess
 import sys
 import time
@@ -51,7 +53,6 @@ def cpu_model() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform  # only here: importing it costs ~2 ms of every `perfwatch report`
 
     return platform.processor() or platform.machine() or "unknown cpu"
 
@@ -113,7 +114,6 @@ def cache_path(cache: Path | None = None) -> Path:
 
 
 def _table(path: Path) -> dict[str, Any]:
-    import json  # lazy: not on `report`'s path (~2 ms of start-up)
 
     try:
         loaded = json.loads(path.read_text())

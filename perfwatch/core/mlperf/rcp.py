@@ -23,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import importlib.util
+import json
 import math
 import os
 import re
@@ -234,7 +235,6 @@ def _write_named(src_path: str, dst_path: str, benchmark: str) -> None:
     """A copy of the log that names `benchmark`: a `submission_benchmark` record saying it first, and the
     log's own `submission_benchmark` records saying it too; every other line as it is. Read and written as
     the checker reads (latin-1), streamed (a long log is never held whole)."""
-    import json  # lazy: not on `report`'s path (~2 ms of start-up)
 
     first = {"namespace": "", "time_ms": 0, "event_type": "POINT_IN_TIME", "key": "submission_benchmark",
              "value": benchmark, "metadata": {}}
@@ -394,8 +394,8 @@ def _cache_file(cache: Path | None) -> Path:
 def _cache_key(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark: bool = False) -> str | None:
     """The logs and what judges them: the installed checker's source and the benchmark's RCP data, by file
     identity (device and inode: any spelling of a path, symlinks too, without resolving each component),
-    size and mtime (an upgrade of mlperf-logging rewrites both; importlib.metadata would cost ~30 ms).
-    The fingerprint itself is the key: no digest to collide, and no hashlib (OpenSSL) to load (4 ms)."""
+    size and mtime (an upgrade of mlperf-logging rewrites both).
+    The fingerprint itself is the key: no digest to collide."""
     checker = (_rcp_dir() or Path("/nonexistent")) / "rcp_checker.py"
     try:
         parts = [ruleset, benchmark, str(BERT_TRAIN_SAMPLES), *(["as benchmark"] if as_benchmark else [])]
@@ -419,7 +419,6 @@ def _cached(key: str | None, cache: Path | None) -> RcpVerdict | None:
 
 
 def _store(key: str, verdict: RcpVerdict, cache: Path | None) -> None:
-    import json  # lazy: not on `report`'s path (~2 ms of start-up)
 
     path = _cache_file(cache)
     try:

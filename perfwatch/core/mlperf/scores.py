@@ -12,6 +12,7 @@ review writes there when the RCP check normalises a result (the summarizer's
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -32,7 +33,6 @@ def scaling_factor(folder: Path | str | None) -> float:
     path = Path(folder) / SCALING_FILE
     if not path.is_file():
         return 1.0
-    import json  # lazy: most folders have no scaling.json, and loading json is ~2 ms of start-up
     try:
         factor = json.loads(path.read_text())["scaling_factor"]
     except (OSError, ValueError, KeyError, TypeError) as exc:

@@ -47,7 +47,7 @@ def training_rulesets() -> tuple[str, ...]:
     """Training rulesets this mlperf_logging knows, oldest first ("4.0.0", ...)."""
     names = [
         name.removeprefix("training_")
-        for name in os.listdir(RULES_DIR)  # not Path.glob: its pattern is a regex compiled at start-up
+        for name in os.listdir(RULES_DIR)
         if name.startswith("training_") and not name.endswith("_warn") and (RULES_DIR / name).is_dir()
     ]
     return tuple(sorted(names, key=_version_key))

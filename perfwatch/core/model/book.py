@@ -240,7 +240,7 @@ def iter_blocks(
     into lines (`LineParser.feed_block`).
 
     `into`: a buffer to read such a whole file into, reused file after file (`load`): fresh memory costs
-    a page fault per 4 KiB (~4 µs each on a VM), a third of reading an MLPerf result folder. Such a block
+    a page fault per 4 KiB, a large part of reading an MLPerf result folder. Such a block
     is `into` itself, valid only until the next block is asked for."""
     with open_regular(path) as fh:
         read: Callable[[int], bytes] = fh.read

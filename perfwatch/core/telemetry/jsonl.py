@@ -23,6 +23,7 @@ in `nodes`.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 from collections.abc import Iterable, Iterator, Mapping
@@ -99,8 +100,6 @@ def run_record(snap: Snapshot, run_id: str, res: RunResources) -> dict[str, Any]
 def append_record(folder: Path, record: Mapping[str, Any], name: str = TELEMETRY_FILE) -> None:
     """Append one line; a single write() of a complete line, so readers never see half a record
     unless the process dies inside the write (then `read_telemetry` skips it)."""
-    import json  # lazy: not on `report`'s path (~2 ms of start-up)
-
     line = json.dumps(record, separators=(",", ":"), allow_nan=False) + "\n"
     fd = os.open(folder / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
@@ -127,7 +126,6 @@ def iter_telemetry(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def _iter_file(p: Path) -> Iterator[dict[str, Any]]:
-    import json  # lazy: a results tree has no telemetry, and `report` need not load json (~2 ms)
 
     from perfwatch.core.ingest.tail import FileTail
 
