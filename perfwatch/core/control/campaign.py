@@ -35,7 +35,7 @@ from perfwatch.core.control.job_settings import (
     check_template,
     settings,
 )
-from perfwatch.core.control.yaml_nodes import CampaignError, Y, load
+from perfwatch.core.control.yaml_nodes import CampaignError, LocatedNode, load
 from perfwatch.core.layout import repeat_id
 from perfwatch.core.mlperf.rulesets import StandsFor
 from perfwatch.core.mlperf.targets import Target
@@ -121,27 +121,27 @@ class Campaign:
     python: str = sys.executable  # the interpreter `python` in a cmd means (campaign key `python`)
 
 
-def _launcher(y: Y, *, slurm: bool = False) -> Launcher:
-    m = y.mapping(LAUNCHER_KEYS)
-    kind = m["type"].string() if "type" in m else "direct"
+def _launcher(y: LocatedNode, *, slurm: bool = False) -> Launcher:
+    fields = y.mapping(LAUNCHER_KEYS)
+    kind = fields["type"].string() if "type" in fields else "direct"
     if kind not in ("direct", "torchrun"):
-        raise m["type"].error(f"expected 'direct' or 'torchrun', got {kind!r}")
-    nnodes = m["nnodes"].integer(minimum=1) if "nnodes" in m else 1
-    rank = m["node_rank"].integer(minimum=0) if "node_rank" in m else 0
+        raise fields["type"].error(f"expected 'direct' or 'torchrun', got {kind!r}")
+    nnodes = fields["nnodes"].integer(minimum=1) if "nnodes" in fields else 1
+    rank = fields["node_rank"].integer(minimum=0) if "node_rank" in fields else 0
     if rank >= nnodes:
-        raise m["node_rank"].error(f"node_rank {rank} must be < nnodes {nnodes}")
-    endpoint = m["rdzv_endpoint"].string() if "rdzv_endpoint" in m else None
+        raise fields["node_rank"].error(f"node_rank {rank} must be < nnodes {nnodes}")
+    endpoint = fields["rdzv_endpoint"].string() if "rdzv_endpoint" in fields else None
     if nnodes > 1 and endpoint is None and not slurm:  # on Slurm the rendezvous comes from the allocation
         raise y.error("nnodes > 1 needs rdzv_endpoint (host:port of node 0)")
     return Launcher(
         type=kind,
-        nproc_per_node=m["nproc_per_node"].integer(minimum=1) if "nproc_per_node" in m else 1,
+        nproc_per_node=fields["nproc_per_node"].integer(minimum=1) if "nproc_per_node" in fields else 1,
         nnodes=nnodes, node_rank=rank, rdzv_endpoint=endpoint,
-        rdzv_backend=m["rdzv_backend"].string() if "rdzv_backend" in m else "c10d",
+        rdzv_backend=fields["rdzv_backend"].string() if "rdzv_backend" in fields else "c10d",
     )
 
 
-def _arg_values(y: Y) -> list[Any]:
+def _arg_values(y: LocatedNode) -> list[Any]:
     """One arg's values: a scalar is one value, a list is a grid axis."""
     if y.shape == "mapping":
         raise y.expected("a scalar or a list")
@@ -160,7 +160,7 @@ def _arg_values(y: Y) -> list[Any]:
     return [_scalar_arg(y)]
 
 
-def _scalar_arg(y: Y) -> Any:
+def _scalar_arg(y: LocatedNode) -> Any:
     v = y.value()
     if isinstance(v, str):
         check_template(y, v, RUN_FIELDS)
@@ -169,7 +169,7 @@ def _scalar_arg(y: Y) -> Any:
     return v
 
 
-def _check_cmd(items: list[Y], cmd: list[str], cwd: Path) -> None:
+def _check_cmd(items: list[LocatedNode], cmd: list[str], cwd: Path) -> None:
     """Fail now, not at run time, when the program or script does not exist."""
     prog = cmd[0]
     if "{" in prog:
@@ -185,11 +185,11 @@ def _check_cmd(items: list[Y], cmd: list[str], cwd: Path) -> None:
             raise items[i].error(f"no such script: {cwd / part}")
 
 
-def _check_torch(items: list[Y], cmd: list[str], cwd: Path, python: str, torchrun: bool) -> None:
+def _check_torch(items: list[LocatedNode], cmd: list[str], cwd: Path, python: str, torchrun: bool) -> None:
     """A run whose script imports torch (or that torchrun starts) needs torch in the campaign's interpreter."""
     if cmd[0] not in _PYTHONS and not torchrun:
         return
-    needs: Y | None = items[0] if torchrun else None
+    needs: LocatedNode | None = items[0] if torchrun else None
     for i, part in enumerate(cmd[1:], start=1):
         if needs is None and part.endswith(".py") and "{" not in part and _imports_torch(cwd / part):
             needs = items[i]
@@ -220,7 +220,7 @@ def _has_torch(python: str) -> bool:
         return False
 
 
-def _python(y: Y, base: Path) -> str:
+def _python(y: LocatedNode, base: Path) -> str:
     """The campaign's `python:` key: a path (relative ones against the campaign's base folder) or a program
     on PATH. The path is kept as written (a venv's python is a symlink that must not be resolved)."""
     text = y.string()
@@ -235,12 +235,12 @@ def _python(y: Y, base: Path) -> str:
     return found
 
 
-def _base(m: dict[str, Y], path: Path) -> Path:
+def _base(fields: dict[str, LocatedNode], path: Path) -> Path:
     """The folder relative script paths and `cwd` resolve against: the campaign file's, unless it says
     `relative_to: current_dir`."""
-    where = m["relative_to"].string() if "relative_to" in m else RELATIVE_TO[0]
+    where = fields["relative_to"].string() if "relative_to" in fields else RELATIVE_TO[0]
     if where not in RELATIVE_TO:
-        raise m["relative_to"].error(f"expected one of {', '.join(RELATIVE_TO)}, got {where!r}")
+        raise fields["relative_to"].error(f"expected one of {', '.join(RELATIVE_TO)}, got {where!r}")
     return Path.cwd().resolve() if where == "current_dir" else path.resolve().parent
 
 
@@ -275,50 +275,50 @@ def _argv(cmd: list[str], args: list[tuple[str, Any]], launcher: Launcher, name:
     return tr + ["--no-python"] + parts
 
 
-def _devices(s: Settings, launcher: Launcher, gpus: tuple[int, ...], job: Y) -> tuple[int, str | None]:
+def _devices(job_conf: Settings, launcher: Launcher, gpus: tuple[int, ...], job: LocatedNode) -> tuple[int, str | None]:
     """GPUs per run and, for `auto`, how it was decided. Each torchrun rank needs a GPU of its own."""
     ranks = launcher.nproc_per_node
     have = f"{len(gpus)} visible to perfwatch" if gpus else "none visible to perfwatch"
-    if s.devices is None:
+    if job_conf.devices is None:
         if not gpus:
             return 0, "auto: no GPU"
         if len(gpus) < ranks:
             return 0, f"auto: {ranks} ranks need {ranks} GPUs, {have}"
         return ranks, "auto"
-    where = s.devices_y or job
-    if s.devices == 0:
+    where = job_conf.devices_y or job
+    if job_conf.devices == 0:
         return 0, None
-    if s.devices > len(gpus):
-        raise where.error(f"needs {s.devices} GPU(s) per run; this machine has {have} "
+    if job_conf.devices > len(gpus):
+        raise where.error(f"needs {job_conf.devices} GPU(s) per run; this machine has {have} "
                           "(use `devices: auto` or 0 for the CPU)")
-    if s.devices < ranks:
+    if job_conf.devices < ranks:
         raise where.error(f"torchrun starts {ranks} ranks per node, one GPU each: devices must be >= {ranks} "
                           "(or 0 for the CPU)")
-    return s.devices, None
+    return job_conf.devices, None
 
 
-def _slurm_devices(s: Settings, launcher: Launcher, job: Y) -> tuple[int, str | None]:
+def _slurm_devices(job_conf: Settings, launcher: Launcher, job: LocatedNode) -> tuple[int, str | None]:
     """GPUs per run on Slurm (`--gres=gpu:N`): an explicit count, or none for `auto` (not knowable here)."""
-    if s.devices is None:
+    if job_conf.devices is None:
         return 0, "auto on Slurm: no GPUs requested (set devices: N for --gres=gpu:N)"
     ranks = launcher.nproc_per_node
-    if 0 < s.devices < ranks:
-        raise (s.devices_y or job).error(f"torchrun starts {ranks} ranks per node, one GPU each: devices must be "
+    if 0 < job_conf.devices < ranks:
+        raise (job_conf.devices_y or job).error(f"torchrun starts {ranks} ranks per node, one GPU each: devices must be "
                                          f">= {ranks} (or 0 for the CPU)")
-    return s.devices, None
+    return job_conf.devices, None
 
 
 def _fill(text: str, values: dict[str, Any]) -> str:
     return text.format(**values) if "{" in text else text
 
 
-def _checked_size(y: Y, text: str) -> str:
+def _checked_size(y: LocatedNode, text: str) -> str:
     if len(text) > MAX_EXPANDED:
         raise y.error(f"expands to {len(text):,} characters (the limit is {MAX_EXPANDED:,})")
     return text
 
 
-def _unique_ids(y: Y, groups: dict[str, tuple[tuple[str, Any], ...]],
+def _unique_ids(y: LocatedNode, groups: dict[str, tuple[tuple[str, Any], ...]],
                 group: str, grid: dict[str, Any]) -> None:
     """Two grid points whose labels sanitise alike (`adam_w`, `adam-w`) would share a run id: refuse."""
     mine = tuple(grid.items())
@@ -330,51 +330,51 @@ def _unique_ids(y: Y, groups: dict[str, tuple[tuple[str, Any], ...]],
                       "in letters or digits, or split them into two jobs")
 
 
-def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[int, ...],
+def _job_runs(y: LocatedNode, defaults: Settings, campaign: str, base: Path, gpus: tuple[int, ...],
               budget: int = MAX_RUNS, *, slurm: bool = False, division: str | None = None,
               python: str = sys.executable) -> list[RunSpec]:
-    m = y.mapping(JOB_KEYS)
-    if "name" not in m:
+    fields = y.mapping(JOB_KEYS)
+    if "name" not in fields:
         raise y.error("missing key 'name'")
-    name = m["name"].string()
+    name = fields["name"].string()
     if not _NAME.fullmatch(name):
-        raise m["name"].error(f"job names use letters, digits, - and _ (got {name!r})")
-    if "cmd" not in m:
+        raise fields["name"].error(f"job names use letters, digits, - and _ (got {name!r})")
+    if "cmd" not in fields:
         raise y.error("missing key 'cmd' (the program as an argv list, e.g. [python, train.py])")
-    items = argv_list(m["cmd"], "[python, train.py]")
+    items = argv_list(fields["cmd"], "[python, train.py]")
     cmd = [it.string() for it in items]
-    s = settings({k: v for k, v in m.items() if k in SETTING_KEYS}, defaults)
-    if s.mlperf is not None and not s.mlperf_division_set and division:
-        s.mlperf = msgspec.structs.replace(s.mlperf, division=division)  # the campaign's system.division
-    cwd = (base / s.cwd).resolve() if s.cwd else base
-    if s.cwd and not cwd.is_dir():
-        raise m["cwd"].error(f"no such directory: {cwd}")
+    job_conf = settings({k: v for k, v in fields.items() if k in SETTING_KEYS}, defaults)
+    if job_conf.mlperf is not None and not job_conf.mlperf_division_set and division:
+        job_conf.mlperf = msgspec.structs.replace(job_conf.mlperf, division=division)  # the campaign's system.division
+    cwd = (base / job_conf.cwd).resolve() if job_conf.cwd else base
+    if job_conf.cwd and not cwd.is_dir():
+        raise fields["cwd"].error(f"no such directory: {cwd}")
     _check_cmd(items, cmd, cwd)
-    if s.cache_clear_cmd is not None and s.cache_clear_y is not None:
-        _check_cmd(s.cache_clear_y.seq(), list(s.cache_clear_cmd), cwd)
-    launcher = _launcher(m["launcher"], slurm=slurm) if "launcher" in m else Launcher()
+    if job_conf.cache_clear_cmd is not None and job_conf.cache_clear_y is not None:
+        _check_cmd(job_conf.cache_clear_y.seq(), list(job_conf.cache_clear_cmd), cwd)
+    launcher = _launcher(fields["launcher"], slurm=slurm) if "launcher" in fields else Launcher()
     _check_torch(items, cmd, cwd, python, launcher.type == "torchrun")
     if slurm:  # the GPUs are the compute nodes', requested with --gres, not this host's
-        devices, devices_note = _slurm_devices(s, launcher, y)
+        devices, devices_note = _slurm_devices(job_conf, launcher, y)
     else:
-        devices, devices_note = _devices(s, launcher, gpus, y)
+        devices, devices_note = _devices(job_conf, launcher, gpus, y)
     axes: list[tuple[str, list[Any]]] = []
-    if "args" in m:
-        for key, ay in m["args"].mapping().items():
+    if "args" in fields:
+        for key, arg_node in fields["args"].mapping().items():
             if not key.startswith("-"):
-                raise ay.error("argument names start with - or -- (e.g. --batch-size)")
-            axes.append((key, _arg_values(ay)))
-    repeat = s.repeat
-    if s.seeds is not None:
-        if not s.repeat_set:
-            repeat = len(s.seeds)
-        elif len(s.seeds) < repeat and s.seeds_y is not None:
-            raise s.seeds_y.error(f"{len(s.seeds)} seeds for repeat: {repeat}")
+                raise arg_node.error("argument names start with - or -- (e.g. --batch-size)")
+            axes.append((key, _arg_values(arg_node)))
+    repeat = job_conf.repeat
+    if job_conf.seeds is not None:
+        if not job_conf.repeat_set:
+            repeat = len(job_conf.seeds)
+        elif len(job_conf.seeds) < repeat and job_conf.seeds_y is not None:
+            raise job_conf.seeds_y.error(f"{len(job_conf.seeds)} seeds for repeat: {repeat}")
     count = repeat
     for _, vals in axes:
         count *= len(vals)
     if count > budget:  # counted before expanding: 10 axes x 10 values must not take forever to refuse
-        where = m["args"] if axes and "args" in m else m.get("repeat", y)
+        where = fields["args"] if axes and "args" in fields else fields.get("repeat", y)
         raise where.error(f"{count:,} runs ({' x '.join(str(len(v)) for _, v in axes) or '1'} grid points x "
                           f"{repeat} repeats); a campaign may have at most {MAX_RUNS:,}")
     runs: list[RunSpec] = []
@@ -383,27 +383,28 @@ def _job_runs(y: Y, defaults: Settings, campaign: str, base: Path, gpus: tuple[i
         chosen = list(zip((k for k, _ in axes), point, strict=True))
         grid = {k: v for (k, vals), (_, v) in zip(axes, chosen, strict=True) if len(vals) > 1}
         group = ".".join([name, *("_".join(_label(k, v) for k, v in grid.items()),)] if grid else [name])
-        _unique_ids(m.get("args", y), groups, group, grid)
+        _unique_ids(fields.get("args", y), groups, group, grid)
         for index in range(repeat):
-            seed = s.seeds[index] if s.seeds is not None else s.seed + index
+            seed = job_conf.seeds[index] if job_conf.seeds is not None else job_conf.seed + index
             run_id = repeat_id(group, index)
             values = {"seed": seed, "index": index, "run_id": run_id, "name": campaign, "job": name}
-            filled = [(k, _checked_size(m["args"], _fill(v, values)) if isinstance(v, str) else v) for k, v in chosen]
-            argv = _argv([_checked_size(m["cmd"], _fill(c, values)) for c in cmd], filled, launcher,
+            filled = [(k, _checked_size(fields["args"], _fill(v, values)) if isinstance(v, str) else v) for k, v in chosen]
+            argv = _argv([_checked_size(fields["cmd"], _fill(c, values)) for c in cmd], filled, launcher,
                          f"{campaign}-{run_id}", python)
-            env = {k: _checked_size(m.get("env", y), _fill(v, values)) for k, v in s.env.items()}
+            env = {k: _checked_size(fields.get("env", y), _fill(v, values)) for k, v in job_conf.env.items()}
             clear = None
-            if s.cache_clear_cmd is not None:
-                clear = tuple(_fill(c, values) for c in s.cache_clear_cmd)
+            if job_conf.cache_clear_cmd is not None:
+                clear = tuple(_fill(c, values) for c in job_conf.cache_clear_cmd)
                 clear = (sys.executable, *clear[1:]) if clear[0] in _PYTHONS else clear
             runs.append(RunSpec(
-                run_id=run_id, job=name, group=group, benchmark=s.benchmark, index=index, seed=seed,
-                argv=tuple(argv), env=env, cwd=str(cwd), devices=devices, threads=s.threads,
-                precision=s.precision, timeout=s.timeout, stall_after=s.stall_after, grace=s.grace,
-                target=s.target, exit_at_target=s.exit_at_target, isolate=s.isolate,
-                flops_per_sample=s.flops_per_sample, launcher=launcher, grid=grid,
-                cache_clear_cmd=clear, cache_clear_timeout=s.cache_clear_timeout, devices_note=devices_note,
-                peak_flops=s.peak_flops, mlperf=s.mlperf, stall_factor=s.stall_factor, on_stall=s.on_stall,
+                run_id=run_id, job=name, group=group, benchmark=job_conf.benchmark, index=index, seed=seed,
+                argv=tuple(argv), env=env, cwd=str(cwd), devices=devices, threads=job_conf.threads,
+                precision=job_conf.precision, timeout=job_conf.timeout, stall_after=job_conf.stall_after,
+                grace=job_conf.grace, target=job_conf.target, exit_at_target=job_conf.exit_at_target,
+                isolate=job_conf.isolate, flops_per_sample=job_conf.flops_per_sample, launcher=launcher, grid=grid,
+                cache_clear_cmd=clear, cache_clear_timeout=job_conf.cache_clear_timeout, devices_note=devices_note,
+                peak_flops=job_conf.peak_flops, mlperf=job_conf.mlperf, stall_factor=job_conf.stall_factor,
+                on_stall=job_conf.on_stall,
             ))
     return runs
 
@@ -420,37 +421,37 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
     `devices` of every job is resolved and checked against it (or the campaign's `scheduler.gpus`).
     """
     root = load(Path(path))
-    m = root.mapping(TOP_KEYS)
-    base = base.resolve() if base is not None else _base(m, Path(path))
-    python = _python(m["python"], base) if "python" in m else sys.executable
-    if "jobs" not in m:
+    fields = root.mapping(TOP_KEYS)
+    base = base.resolve() if base is not None else _base(fields, Path(path))
+    python = _python(fields["python"], base) if "python" in fields else sys.executable
+    if "jobs" not in fields:
         raise root.error("missing key 'jobs' (the list of runs to launch)")
-    name = m["name"].string() if "name" in m else Path(path).stem
+    name = fields["name"].string() if "name" in fields else Path(path).stem
     if not _NAME.fullmatch(name):
-        raise m["name"].error(f"campaign names use letters, digits, - and _ (got {name!r})")
+        raise fields["name"].error(f"campaign names use letters, digits, - and _ (got {name!r})")
     logdir = "runs/{name}-{timestamp}"
-    if "logdir" in m:
-        logdir = check_template(m["logdir"], m["logdir"].string(), ("name", "timestamp"))
+    if "logdir" in fields:
+        logdir = check_template(fields["logdir"], fields["logdir"].string(), ("name", "timestamp"))
     system: dict[str, str] = {}
-    if "system" in m:
-        for k, v in m["system"].mapping(SYSTEM_KEYS).items():
+    if "system" in fields:
+        for k, v in fields["system"].mapping(SYSTEM_KEYS).items():
             system[k] = v.string()
             if k == "division" and system[k] not in ("open", "closed"):
                 raise v.error(f"expected 'open' or 'closed', got {system[k]!r}")
     # cache_clear_* at the top level is the campaign-wide value; `defaults` and jobs may override it
-    defaults = settings({k: m[k] for k in CACHE_CLEAR_KEYS if k in m}, Settings())
-    if "defaults" in m:
-        dm = m["defaults"].mapping(SETTING_KEYS)
+    defaults = settings({k: fields[k] for k in CACHE_CLEAR_KEYS if k in fields}, Settings())
+    if "defaults" in fields:
+        dm = fields["defaults"].mapping(SETTING_KEYS)
         for key in CACHE_CLEAR_KEYS:
-            if key in dm and key in m:
-                raise dm[key].error(f"also set at the top level (line {m[key].line}); set it in one place")
+            if key in dm and key in fields:
+                raise dm[key].error(f"also set at the top level (line {fields[key].line}); set it in one place")
         defaults = settings(dm, defaults)
     max_parallel: int | None = None
     machine = process.detect_gpus() if gpus is None else tuple(gpus)
     gpus = machine
     where = BackendConfig(backend=backend or "local")
-    if "scheduler" in m:
-        sm = m["scheduler"].mapping(SCHEDULER_KEYS)
+    if "scheduler" in fields:
+        sm = fields["scheduler"].mapping(SCHEDULER_KEYS)
         where = backend_config(sm, backend)
         if "max_parallel" in sm and sm["max_parallel"].text() != "auto":
             max_parallel = sm["max_parallel"].integer(minimum=1)
@@ -465,11 +466,11 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
                     raise g.error(f"GPU {index} listed twice")
                 listed.append(index)
             gpus = tuple(listed)
-    jobs = m["jobs"].seq()
+    jobs = fields["jobs"].seq()
     if not jobs:
-        raise m["jobs"].error("empty list: a campaign needs at least one job")
+        raise fields["jobs"].error("empty list: a campaign needs at least one job")
     runs: list[RunSpec] = []
-    seen_jobs: dict[str, Y] = {}
+    seen_jobs: dict[str, LocatedNode] = {}
     for jy in jobs:
         job_runs = _job_runs(jy, defaults, name, base, gpus, MAX_RUNS - len(runs), slurm=where.backend == "slurm",
                              division=system.get("division"), python=python)
@@ -480,13 +481,13 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
         seen_jobs[jname] = jy
         runs.extend(job_runs)
     baseline = None
-    if "baseline" in m:
-        baseline = m["baseline"].string()
+    if "baseline" in fields:
+        baseline = fields["baseline"].string()
         if not any(r.job == baseline or r.group == baseline or r.run_id == baseline for r in runs):
             groups = sorted({r.group for r in runs})
-            raise m["baseline"].error(f"no job or run group {baseline!r}; have: {', '.join(groups)}")
+            raise fields["baseline"].error(f"no job or run group {baseline!r}; have: {', '.join(groups)}")
     return Campaign(
-        name=name, file=str(path), description=m["description"].string() if "description" in m else None,
+        name=name, file=str(path), description=fields["description"].string() if "description" in fields else None,
         logdir=logdir, system=system, baseline=baseline, max_parallel=max_parallel, gpus=gpus,
         runs=tuple(runs), config=root.value(), backend=where, python=python,
     )

@@ -11,7 +11,7 @@ import string
 from dataclasses import dataclass, field
 
 from perfwatch.core.control.peak_values import ANY, PEAK_DTYPES, parse_flops
-from perfwatch.core.control.yaml_nodes import Y
+from perfwatch.core.control.yaml_nodes import LocatedNode
 from perfwatch.core.mlperf.rulesets import StandsFor, UnknownBenchmark, UnknownRuleset, stands_for
 from perfwatch.core.mlperf.targets import Target, training_rulesets
 
@@ -47,7 +47,7 @@ class Settings:
     repeat_set: bool = False
     seed: int = 0
     seeds: tuple[int, ...] | None = None
-    seeds_y: Y | None = None
+    seeds_y: LocatedNode | None = None
     env: dict[str, str] = field(default_factory=dict)
     cwd: str | None = None
     target: Target | None = None
@@ -57,14 +57,14 @@ class Settings:
     stall_factor: float = STALL_FACTOR
     on_stall: str = "capture"
     devices: int | None = None  # GPUs per run; None = auto (resolved against the host's GPUs)
-    devices_y: Y | None = None
+    devices_y: LocatedNode | None = None
     precision: str | None = None
     flops_per_sample: float | None = None
     threads: int = 1
     isolate: str = "none"
     grace: float = 10.0
     cache_clear_cmd: tuple[str, ...] | None = None  # argv run by the runner before each attempt
-    cache_clear_y: Y | None = None
+    cache_clear_y: LocatedNode | None = None
     cache_clear_timeout: float | None = CACHE_CLEAR_TIMEOUT
     peak_flops: dict[str, dict[str, float]] | None = None  # {device pattern | "*": {dtype | "*": FLOP/s}}
     mlperf: StandsFor | None = None  # the MLPerf benchmark the job stands for (validated)
@@ -74,7 +74,7 @@ class Settings:
         return Settings(**{**self.__dict__, "env": dict(self.env)})
 
 
-def check_template(y: Y, text: str, allowed: tuple[str, ...]) -> str:
+def check_template(y: LocatedNode, text: str, allowed: tuple[str, ...]) -> str:
     """A string with `{field}` placeholders: known fields only, no format specs, no NUL bytes."""
     if "\0" in text:
         raise y.error("contains a NUL byte (a process argument or environment value cannot hold one)")
@@ -93,7 +93,7 @@ def check_template(y: Y, text: str, allowed: tuple[str, ...]) -> str:
     return text
 
 
-def env_name(y: Y, name: str) -> str:
+def env_name(y: LocatedNode, name: str) -> str:
     """An environment variable name a process can have, that perfwatch does not set itself."""
     if not _ENV_NAME.fullmatch(name):
         raise y.error(f"environment variable name {name!r}: use letters, digits and _ (no '=', no spaces, "
@@ -103,7 +103,7 @@ def env_name(y: Y, name: str) -> str:
     return name
 
 
-def argv_list(y: Y, example: str) -> list[Y]:
+def argv_list(y: LocatedNode, example: str) -> list[LocatedNode]:
     """A command as an argv list of strings (templated with the run's fields); never a shell string."""
     if y.shape == "scalar" and not y.is_null():
         raise y.error(f"expected an argv list like {example}, got a string (no shell strings)")
@@ -117,7 +117,7 @@ def argv_list(y: Y, example: str) -> list[Y]:
     return items
 
 
-def target(y: Y) -> Target | None:
+def target(y: LocatedNode) -> Target | None:
     if y.is_null():
         return None
     if kind_is_number(y):
@@ -130,11 +130,11 @@ def target(y: Y) -> Target | None:
     return Target(key, m["value"].number(), hib, "campaign")
 
 
-def kind_is_number(y: Y) -> bool:
+def kind_is_number(y: LocatedNode) -> bool:
     return y.node.tag in ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
 
 
-def settings(m: dict[str, Y], base: Settings) -> Settings:
+def settings(m: dict[str, LocatedNode], base: Settings) -> Settings:
     s = base.copy()
     for key, y in m.items():
         if key == "benchmark":
@@ -215,7 +215,7 @@ def settings(m: dict[str, Y], base: Settings) -> Settings:
     return s
 
 
-def mlperf(y: Y) -> tuple[StandsFor, bool]:
+def mlperf(y: LocatedNode) -> tuple[StandsFor, bool]:
     """`mlperf: {benchmark: bert, ruleset: 4.0.0, division: closed}` (or `mlperf: bert`): the MLPerf
     Training benchmark the job stands for, checked against the benchmark lists and rule folders
     mlperf_logging ships. Without `ruleset`: the newest that lists the benchmark. Returns it and
@@ -245,7 +245,7 @@ def mlperf(y: Y) -> tuple[StandsFor, bool]:
 
 
 # ---- peak_flops: the MFU denominator a campaign may set ---------------------------------------------------
-def _peak_value(y: Y) -> float:
+def _peak_value(y: LocatedNode) -> float:
     if y.shape != "scalar" or y.is_null():
         raise y.expected("FLOP/s per device (989e12 or '989 TFLOPS')")
     try:
@@ -254,13 +254,13 @@ def _peak_value(y: Y) -> float:
         raise y.error(str(exc)) from None
 
 
-def _per_dtype(y: Y) -> dict[str, float]:
+def _per_dtype(y: LocatedNode) -> dict[str, float]:
     if y.shape == "scalar":
         return {ANY: _peak_value(y)}
     return {dtype: _peak_value(v) for dtype, v in y.mapping((*PEAK_DTYPES, ANY)).items()}
 
 
-def peak_flops(y: Y) -> dict[str, dict[str, float]]:
+def peak_flops(y: LocatedNode) -> dict[str, dict[str, float]]:
     """`peak_flops`, per device: one value for every device and dtype (`989e12`, `"989 TFLOPS"`), or a
     mapping whose keys are dtypes (`bf16: 989e12`) and/or GPU names as the run's log or NVML names them,
     matched case-insensitively as part of the name (`"H100 PCIe": 756e12`, `"MI300X": {bf16: 1307e12}`)."""

@@ -102,7 +102,7 @@ def kind(node: Node) -> str:
 
 
 @dataclass(frozen=True)
-class Y:
+class LocatedNode:
     """A node plus where it is: the file and its dotted field path."""
 
     node: Node
@@ -119,10 +119,10 @@ class Y:
     def expected(self, what: str) -> CampaignError:
         return self.error(f"expected {what}, got {kind(self.node)}")
 
-    def child(self, key: str | int, node: Node) -> Y:
+    def child(self, key: str | int, node: Node) -> LocatedNode:
         if isinstance(key, int):
-            return Y(node, self.file, f"{self.path}[{key}]")
-        return Y(node, self.file, f"{self.path}.{key}" if self.path else key)
+            return LocatedNode(node, self.file, f"{self.path}[{key}]")
+        return LocatedNode(node, self.file, f"{self.path}.{key}" if self.path else key)
 
     # -- shapes --------------------------------------------------------------------
     @property
@@ -143,14 +143,14 @@ class Y:
         """The plain Python value of this node (scalars, lists, mappings)."""
         return SafeConstructor().construct_document(self.node)
 
-    def mapping(self, known: Iterable[str] | None = None) -> dict[str, Y]:
+    def mapping(self, known: Iterable[str] | None = None) -> dict[str, LocatedNode]:
         """Keys -> children; duplicate keys and (when `known` is given) unknown keys are errors."""
         if not isinstance(self.node, MappingNode):
             raise self.expected("a mapping")
-        out: dict[str, Y] = {}
+        out: dict[str, LocatedNode] = {}
         allowed = list(known) if known is not None else None
         for knode, vnode in self.node.value:
-            kw = Y(knode, self.file, self.path)
+            kw = LocatedNode(knode, self.file, self.path)
             if not isinstance(knode, ScalarNode) or kind(knode) in ("null",):
                 raise kw.error("keys must be plain strings")
             key = str(knode.value)
@@ -170,7 +170,7 @@ class Y:
             out[key] = self.child(key, vnode)
         return out
 
-    def seq(self) -> list[Y]:
+    def seq(self) -> list[LocatedNode]:
         if not isinstance(self.node, SequenceNode):
             raise self.expected("a list")
         return [self.child(i, n) for i, n in enumerate(self.node.value)]
@@ -228,7 +228,7 @@ CampaignLoader.add_implicit_resolver(
 )
 
 
-def load(path: Path) -> Y:
+def load(path: Path) -> LocatedNode:
     """Compose the file into nodes; YAML syntax errors become CampaignErrors with a line."""
     name = str(path)
     try:
@@ -250,4 +250,4 @@ def load(path: Path) -> Y:
     if node is None:
         raise CampaignError(name, 1, "", "the file is empty; expected a mapping with `jobs`")
     _check_depth(node, name)
-    return Y(node, name, "")
+    return LocatedNode(node, name, "")

@@ -23,7 +23,8 @@ from typing import Any
 import msgspec
 
 TOKEN = b":::MLLOG "
-TOKEN_STR = ":::MLLOG "
+TOKEN_LEN = len(TOKEN)
+TOKEN_STR = TOKEN.decode()
 MAX_KEPT_BAD = 200
 # the most bytes of one line kept (the tailer, the static reader): a longer line is cut there, so a file
 # without newlines cannot eat memory; an mllog record is a few hundred bytes, the longest (a
@@ -114,7 +115,7 @@ class LineParser:
                 noise += 1
                 continue
             try:
-                append(decode(line[i + 9 :]))
+                append(decode(line[i + TOKEN_LEN :]))
             except Exception:  # DecodeError, ValidationError, UnicodeDecodeError: never raise
                 break
         else:
@@ -128,7 +129,7 @@ class LineParser:
                 noise += 1
                 continue
             try:
-                append(decode(line[i + 9 :]))
+                append(decode(line[i + TOKEN_LEN :]))
             except Exception as exc:
                 ev = self._salvage(line, i, base + idx, exc)
                 if ev is not None:
@@ -159,10 +160,10 @@ class LineParser:
                 nl = find(b"\n", i)
                 if nl < 0:
                     nl = end
-                later = data.rfind(TOKEN, i + 9, nl)  # the last token on a line starts the record
+                later = data.rfind(TOKEN, i + TOKEN_LEN, nl)  # the last token on a line starts the record
                 if later >= 0:
                     i = later
-                append(decode(data[i + 9 : nl]))
+                append(decode(data[i + TOKEN_LEN : nl]))
                 i = find(TOKEN, nl)
         except Exception:  # DecodeError, ValidationError, UnicodeDecodeError: the careful path
             return self.feed(split_lines(data))
@@ -178,7 +179,7 @@ class LineParser:
 
     def _salvage(self, line: Bytes, i: int, lineno: int, exc: Exception) -> Event | None:
         """Second chance for non-UTF-8 bytes (read as latin-1, as MLPerf's parser does)."""
-        payload = line[i + 9 :]
+        payload = line[i + TOKEN_LEN :]
         try:
             payload.decode("utf-8")
         except UnicodeDecodeError:

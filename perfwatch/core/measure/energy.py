@@ -96,15 +96,15 @@ class RunEnergy(msgspec.Struct, frozen=True):
 
 class _Gpu:
     """One GPU's readings in time order, columns of floats: its energy counter (time, mJ), its power
-    (time, W) with the running trapezoidal integral of power (`pcum[i]` = J from `pt[0]` to `pt[i]`),
-    so a window's energy costs two bisections, however long the run (a 10-hour 8-GPU run has 288,000
+    (time, W) with the running trapezoidal integral of power (`power_j[i]` = J from `power_t[0]` to
+    `power_t[i]`), so a window's energy costs two bisections, however long the run (a 10-hour 8-GPU run has 288,000
     readings, and the live view asks every 2 s). Readings with equal times keep the order they came in."""
 
-    __slots__ = ("ct", "cv", "pt", "pv", "pcum", "first", "last", "monotonic")
+    __slots__ = ("counter_t", "counter_mj", "power_t", "power_w", "power_j", "first", "last", "monotonic")
 
     def __init__(self) -> None:
-        self.ct, self.cv = array("d"), array("d")
-        self.pt, self.pv, self.pcum = array("d"), array("d"), array("d")
+        self.counter_t, self.counter_mj = array("d"), array("d")
+        self.power_t, self.power_w, self.power_j = array("d"), array("d"), array("d")
         self.first = self.last = math.nan
         self.monotonic = True  # the counter never went backwards (a driver reload resets it)
 
@@ -113,34 +113,42 @@ class _Gpu:
             self.first = self.last = t
         self.first, self.last = min(self.first, t), max(self.last, t)
         if e is not None:
-            if _put(self.ct, self.cv, t, e):
-                self.monotonic = self.monotonic and (len(self.cv) < 2 or e >= self.cv[-2])
+            if _put(self.counter_t, self.counter_mj, t, e):
+                self.monotonic = self.monotonic and (len(self.counter_mj) < 2 or e >= self.counter_mj[-2])
             else:
-                self.monotonic = all(map(operator.le, self.cv, self.cv[1:]))
+                self.monotonic = all(map(operator.le, self.counter_mj, self.counter_mj[1:]))
         if p is not None:
-            pt, pv = self.pt, self.pv
-            if _put(pt, pv, t, p):
-                self.pcum.append(self.pcum[-1] + (t - pt[-2]) * (pv[-2] + p) / 2 if len(pt) > 1 else 0.0)
+            power_t, power_w = self.power_t, self.power_w
+            if _put(power_t, power_w, t, p):
+                if len(power_t) > 1:
+                    self.power_j.append(self.power_j[-1] + (t - power_t[-2]) * (power_w[-2] + p) / 2)
+                else:
+                    self.power_j.append(0.0)
             else:  # the same sums, in the same order, as if the readings had come in time order
-                self.pcum = array("d", [0.0])
-                for i in range(1, len(pt)):
-                    self.pcum.append(self.pcum[-1] + (pt[i] - pt[i - 1]) * (pv[i - 1] + pv[i]) / 2)
+                self.power_j = array("d", [0.0])
+                for i in range(1, len(power_t)):
+                    step = (power_t[i] - power_t[i - 1]) * (power_w[i - 1] + power_w[i]) / 2
+                    self.power_j.append(self.power_j[-1] + step)
 
     def energy(self, a: float, b: float) -> tuple[float, str] | None:
         """Joules over [a, b] (within the readings' span) and how: the counter when it covers the window
         and never went backwards, else integrated power; None when neither covers it."""
-        ct, pt = self.ct, self.pt
-        if len(ct) >= 2 and self.monotonic and ct[0] <= a and ct[-1] >= b:
-            return (_interp(ct, self.cv, b) - _interp(ct, self.cv, a)) / 1000.0, COUNTER
-        if len(pt) < 2 or pt[0] > a or pt[-1] < b:
+        counter_t, power_t = self.counter_t, self.power_t
+        if len(counter_t) >= 2 and self.monotonic and counter_t[0] <= a and counter_t[-1] >= b:
+            counter_mj = self.counter_mj
+            return (_interp(counter_t, counter_mj, b) - _interp(counter_t, counter_mj, a)) / 1000.0, COUNTER
+        if len(power_t) < 2 or power_t[0] > a or power_t[-1] < b:
             return None
-        pv = self.pv
-        va, vb = _interp(pt, pv, a), _interp(pt, pv, b)
-        i, j = bisect.bisect_right(pt, a), bisect.bisect_left(pt, b)  # pt[i:j]: the readings inside (a, b)
+        power_w = self.power_w
+        va, vb = _interp(power_t, power_w, a), _interp(power_t, power_w, b)
+        # power_t[i:j]: the readings inside (a, b)
+        i, j = bisect.bisect_right(power_t, a), bisect.bisect_left(power_t, b)
         if i >= j:
             return (b - a) * (va + vb) / 2, POWER
-        inner = self.pcum[j - 1] - self.pcum[i]
-        return (pt[i] - a) * (va + pv[i]) / 2 + inner + (b - pt[j - 1]) * (pv[j - 1] + vb) / 2, POWER
+        inner = self.power_j[j - 1] - self.power_j[i]
+        head = (power_t[i] - a) * (va + power_w[i]) / 2
+        tail = (b - power_t[j - 1]) * (power_w[j - 1] + vb) / 2
+        return head + inner + tail, POWER
 
 
 def _put(ts: array[float], vs: array[float], t: float, v: float) -> bool:

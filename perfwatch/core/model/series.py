@@ -35,16 +35,17 @@ class Series:
     point is dropped and the stride doubles, so it always spans the whole run evenly.
     """
 
-    __slots__ = ("capacity", "_h", "_hx", "_r", "_stride", "_n", "_mean", "_m2", "_min", "_max", "_cache")
+    __slots__ = ("capacity", "_history", "_history_x", "_recent", "_stride", "_n", "_mean", "_m2", "_min", "_max",
+                 "_cache")
 
     def __init__(self, capacity: int = DEFAULT_CAPACITY) -> None:
         if capacity < 8:
             raise ValueError("capacity must be >= 8")
         self.capacity = capacity
         # points are stored as ready-made (x, y) tuples so a snapshot copies references, not numbers
-        self._h: list[tuple[float, float]] = []
-        self._hx: list[float] = []  # x of the history points, for bisect
-        self._r: deque[tuple[float, float]] = deque(maxlen=capacity // 4)
+        self._history: list[tuple[float, float]] = []
+        self._history_x: list[float] = []  # x of the history points, for bisect
+        self._recent: deque[tuple[float, float]] = deque(maxlen=capacity // 4)
         self._stride = 1
         self._n = 0
         self._mean = 0.0
@@ -61,7 +62,7 @@ class Series:
         point = (x, y)
         if self._n % self._stride == 0:
             self._keep(point)
-        self._r.append(point)
+        self._recent.append(point)
         self._n += 1
         delta = y - self._mean
         self._mean += delta / self._n
@@ -93,9 +94,9 @@ class Series:
                 i += (-(n0 + i + 1)) % self._stride + 1
             else:
                 i += self._stride
-        tail = self._r.maxlen or k
+        tail = self._recent.maxlen or k
         start = max(k - tail, 0)
-        self._r.extend(zip(xs[start:k], ys[start:], strict=True))
+        self._recent.extend(zip(xs[start:k], ys[start:], strict=True))
         # merge the batch's mean/M2 into the running ones (Chan et al.)
         bmean = math.fsum(ys) / k
         bm2 = math.fsum([(y - bmean) * (y - bmean) for y in ys])
@@ -112,31 +113,31 @@ class Series:
 
     def _keep(self, point: tuple[float, float]) -> bool:
         """Add a history point; True when that filled the history and it was thinned 2:1."""
-        self._h.append(point)
-        self._hx.append(point[0])
-        if len(self._h) >= self.capacity - self.capacity // 4:
-            del self._h[1::2]
-            del self._hx[1::2]
+        self._history.append(point)
+        self._history_x.append(point[0])
+        if len(self._history) >= self.capacity - self.capacity // 4:
+            del self._history[1::2]
+            del self._history_x[1::2]
             self._stride *= 2
             return True
         return False
 
     @property
     def last(self) -> tuple[float, float] | None:
-        return self._r[-1] if self._r else None
+        return self._recent[-1] if self._recent else None
 
     def recent(self) -> tuple[tuple[float, float], ...]:
         """The last points at full resolution, oldest first."""
-        return tuple(self._r)
+        return tuple(self._recent)
 
     def points(self) -> tuple[tuple[float, float], ...]:
         """The whole run: thinned history before the recent window, then the recent points."""
         if self._cache is not None:
             return self._cache
-        if not self._r:
+        if not self._recent:
             return ()
-        k = bisect.bisect_left(self._hx, self._r[0][0])
-        self._cache = tuple(self._h[:k]) + tuple(self._r)
+        k = bisect.bisect_left(self._history_x, self._recent[0][0])
+        self._cache = tuple(self._history[:k]) + tuple(self._recent)
         return self._cache
 
     def stats(self) -> Stats:

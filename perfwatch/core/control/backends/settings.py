@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 
 from perfwatch.core.control.backends import BACKENDS, BackendConfig
-from perfwatch.core.control.yaml_nodes import CampaignError, Y
+from perfwatch.core.control.yaml_nodes import CampaignError, LocatedNode
 
 BACKEND_KEYS = ("backend", "partition", "account", "time_limit", "qos", "sbatch_args", "container_image",
                 "container_mounts", "poll_interval")
@@ -22,14 +22,14 @@ _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.,-]*$")
 _MOUNT = re.compile(r"^[^,\s]+$")
 
 
-def _name(y: Y) -> str:
+def _name(y: LocatedNode) -> str:
     text = y.string()
     if not _NAME.match(text):
         raise y.error(f"expected a Slurm name (letters, digits, _ . , -), got {text!r}")
     return text
 
 
-def _time_limit(y: Y) -> str:
+def _time_limit(y: LocatedNode) -> str:
     """Slurm's own time format, or perfwatch's durations (90m, 2h) converted to whole minutes."""
     text = y.text() or ""
     if _SLURM_TIME.match(text):
@@ -43,7 +43,7 @@ def _time_limit(y: Y) -> str:
     return str(max(1, -(-int(seconds) // 60)))
 
 
-def backend_config(sm: dict[str, Y], override: str | None = None) -> BackendConfig:
+def backend_config(sm: dict[str, LocatedNode], override: str | None = None) -> BackendConfig:
     """The backend part of a validated `scheduler:` mapping; `override` is `launch --backend`."""
     backend = "local"
     if "backend" in sm:
