@@ -14,7 +14,8 @@ import yaml
 from torch import nn
 
 from perfwatch.core.ingest.mllog import parse_path
-from perfwatch.instrument import MLPerfLogger, ThroughputMeter, compliance, flops_per_sample, hparams
+from perfwatch.instrument import MLPerfLogger, ThroughputMeter, compliance, hparams
+from perfwatch.instrument.flops import flops_per_sample
 
 ROOT = Path(__file__).resolve().parents[1]
 

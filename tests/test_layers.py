@@ -1,9 +1,9 @@
 """The layers of perfwatch/core, enforced from the source: no import cycle, no lower layer importing a higher one.
 
 Every module under perfwatch/ is parsed with `ast`; imports at module level *and* inside
-functions count for the layer order (a lazy import is still a dependency), module-level ones
-for cycles (a lazy import is how a cycle hides). Imports under `if TYPE_CHECKING:` are for the
-type checker only and are skipped. The order is the one in DESIGN.md §2 and docs/INTERFACES.md.
+functions count, for the layer order and for cycles alike (an import inside a function is still a
+dependency, and is how a cycle hides). Imports under `if TYPE_CHECKING:` are for the type checker
+only and are skipped. The order is the one in DESIGN.md §2 and docs/INTERFACES.md.
 """
 
 from __future__ import annotations
@@ -142,10 +142,10 @@ def layer_violations(imports: list[Import]) -> list[str]:
 
 
 def cycles(imports: list[Import], within: str = "perfwatch.core") -> list[list[str]]:
-    """Strongly connected components (> 1 module, or a self-import) of the module-level import graph."""
+    """Strongly connected components (> 1 module) of the import graph, function-level imports included."""
     graph: dict[str, set[str]] = {}
     for imp in imports:
-        if imp.top and _within(imp.source, within) and _within(imp.target, within) and imp.source != imp.target:
+        if _within(imp.source, within) and _within(imp.target, within) and imp.source != imp.target:
             graph.setdefault(imp.source, set()).add(imp.target)
             graph.setdefault(imp.target, set())
     index: dict[str, int] = {}
@@ -191,8 +191,10 @@ def test_every_core_module_has_a_layer() -> None:
     assert sorted(m for m in core if layer_of(m) is None) == []
 
 
-def test_no_import_cycle_in_core() -> None:
-    assert cycles(scan()) == []
+def test_no_import_cycle_in_core_counting_function_level_imports() -> None:
+    found = scan()
+    assert sum(1 for i in found if not i.top and _within(i.source, "perfwatch.core")) > 0  # they are seen
+    assert cycles(found) == []
 
 
 def test_no_lower_layer_imports_a_higher_one_and_core_no_front_end() -> None:
@@ -203,11 +205,6 @@ def test_the_workloads_side_uses_only_the_layout_and_the_keys_of_core() -> None:
     used = {i.target for i in scan() if _within(i.source, "perfwatch.instrument") and _within(i.target, "perfwatch.core")}
     assert used <= set(INSTRUMENT_MAY_USE)
     assert used  # it does use the keys: the contract is shared, not copied
-
-
-def test_no_flat_core_folder() -> None:
-    flat = [p.name for p in (PKG_ROOT / "core").glob("*.py") if p.name != "__init__.py"]
-    assert sorted(flat) == ["engine.py", "keys.py", "layout.py"]
 
 
 def test_the_supervisor_of_every_run_stays_import_light() -> None:
@@ -228,22 +225,12 @@ def test_headless_core_imports_no_textual() -> None:
     assert out.stdout.strip() == ""
 
 
-def test_each_layer_names_what_the_next_may_use_and_imports_it_lazily() -> None:
-    packages = ("ingest", "telemetry", "mlperf", "control", "model", "measure", "results")
-    code = ("import importlib, sys\n"
-            f"for p in {packages!r}:\n"
-            "    importlib.import_module('perfwatch.core.' + p)\n"
-            "print(','.join(sorted(m for m in sys.modules if m.count('.') >= 3 and m.startswith('perfwatch.core.'))))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == ""  # importing a package imports none of its modules
+def test_each_core_package_says_what_it_is_for() -> None:
     import importlib
 
-    for name in packages:
-        pkg = importlib.import_module(f"perfwatch.core.{name}")
-        assert pkg.__doc__ and "TODO" not in pkg.__doc__ and len(pkg.__doc__) > 200
-        assert pkg.__all__
-        for export in pkg.__all__:
-            assert getattr(pkg, export) is not None, f"perfwatch.core.{name}.{export}"
+    for path in sorted((PKG_ROOT / "core").rglob("__init__.py")):
+        pkg = importlib.import_module(module_name(path, PKG_ROOT))
+        assert pkg.__doc__ and pkg.__doc__.strip(), pkg.__name__
 
 
 def test_report_command_imports_no_textual(mlperf_logs: Path) -> None:
@@ -278,7 +265,9 @@ def test_a_hidden_cycle_and_a_lazy_upward_import_are_caught(tmp_path: Path) -> N
         "instrument/__init__.py": "from perfwatch.core.model.run import x\n",
     })
     found = scan(root)
-    assert cycles(found) == [["perfwatch.core.mlperf.a", "perfwatch.core.mlperf.b"]]  # c -> run is lazy: no cycle
+    # c -> run is inside a function: a cycle all the same
+    assert cycles(found) == [["perfwatch.core.mlperf.a", "perfwatch.core.mlperf.b"],
+                             ["perfwatch.core.mlperf.c", "perfwatch.core.model.run"]]
     bad = layer_violations(found)
     assert any(b.startswith("perfwatch.core.mlperf.c:2") and "perfwatch.core.model.run" in b for b in bad)
     assert any(b.startswith("perfwatch.instrument:1") for b in bad)

@@ -6,21 +6,3 @@ them (local: process groups, pause = SIGSTOP to the group; Slurm jobs), `process
 the `supervisor`, `registry` is `perfwatch.json`, `states` the `RunState`s, `controller` the
 `Controller` protocol and requests of a detached `attach`.
 """
-
-from perfwatch.core import lazy_exports
-
-_EXPORTS = {
-    "Campaign": "campaign",
-    "CampaignError": "campaign",
-    "RunSpec": "campaign",
-    "load_campaign": "campaign",
-    "Scheduler": "scheduler",
-    "ClientController": "controller",
-    "Controller": "controller",
-    "ProcInfo": "controller",
-    "RunState": "states",
-    "Registry": "registry",
-    "RunRecord": "registry",
-}
-__all__ = sorted(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)

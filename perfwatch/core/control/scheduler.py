@@ -26,7 +26,7 @@ import psutil
 
 from perfwatch.core.control import process as launch
 from perfwatch.core.control import registry, trust
-from perfwatch.core.control.backends import Backend, BackendConfig, Launch, RunHandle, TryLater, make_backend
+from perfwatch.core.control.backends import Backend, BackendConfig, Launch, RunHandle, TryLater
 from perfwatch.core.control.backends.local import LocalRun
 from perfwatch.core.control.campaign import Campaign, RunSpec
 from perfwatch.core.control.controller import ProcInfo, RunState, describe_pending, take_requests
@@ -51,6 +51,17 @@ log = logging.getLogger(__name__)
 TRACK_EVERY = 1.0  # s between snapshots of a live run's process tree
 RANKS_EVERY = 2.0  # s between two looks at a run's rank files (the hang watchdog)
 AT_TARGET_GRACE = 3.0  # s a workload gets to stop by itself after its log says target reached
+
+
+def make_backend(config: BackendConfig) -> Backend:
+    """The backend a campaign asked for; raises `BackendError` when it cannot work on this machine."""
+    if config.backend == "slurm":
+        from perfwatch.core.control.backends.slurm import SlurmBackend
+
+        return SlurmBackend(config)
+    from perfwatch.core.control.backends.local import LocalBackend
+
+    return LocalBackend()
 
 
 @dataclass

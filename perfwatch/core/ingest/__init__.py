@@ -5,18 +5,3 @@ Why a layer: every reader (the live view, `report`, `check`, `attach`) gets reco
 partial lines), `LogWatcher` follows a tree with inotify or polling, `LineParser` turns
 `:::MLLOG` lines into `Event`s. Knows nothing about runs: that is the model's job.
 """
-
-from perfwatch.core import lazy_exports
-
-_EXPORTS = {
-    "discover": "discover",
-    "FileTail": "tail",
-    "LineBatch": "tail",
-    "LogWatcher": "watch",
-    "Event": "mllog",
-    "LineParser": "mllog",
-    "parse_path": "mllog",
-    "TOKEN": "mllog",
-}
-__all__ = sorted(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)

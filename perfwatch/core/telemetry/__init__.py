@@ -4,19 +4,3 @@ Why a layer: samplers (`NvmlSampler`, `HostSampler`, `FakeSampler` for machines 
 one interface, the `TelemetryThread` samples off the UI thread and appends each run's share to
 its `telemetry.jsonl`, which `read_telemetry`/`summarize_telemetry` read back for reports.
 """
-
-from perfwatch.core import lazy_exports
-
-_EXPORTS = {
-    "GpuSample": "types",
-    "Snapshot": "types",
-    "RunResources": "types",
-    "TelemetryThread": "sampling",
-    "default_sampler": "sampling",
-    "resources_from_procs": "sampling",
-    "read_telemetry": "jsonl",
-    "summarize_telemetry": "jsonl",
-    "TelemetryFollower": "follow",
-}
-__all__ = sorted(_EXPORTS)
-__getattr__ = lazy_exports(__name__, _EXPORTS)

@@ -127,13 +127,3 @@ def why_not(action: str, state: RunState) -> str | None:
     """The common rule (controller.allowed) with a reason a UI can show."""
     return None if allowed(action, state) else f"cannot {action.replace('_', ' ')} a {state} run"
 
-
-def make_backend(config: BackendConfig) -> Backend:
-    """The backend a campaign asked for; raises BackendError when it cannot work on this machine."""
-    if config.backend == "slurm":
-        from perfwatch.core.control.backends.slurm import SlurmBackend
-
-        return SlurmBackend(config)
-    from perfwatch.core.control.backends.local import LocalBackend
-
-    return LocalBackend()
