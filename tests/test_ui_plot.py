@@ -61,32 +61,6 @@ async def test_several_series_get_a_legend():
         assert "━ a.r0" in plot.text.splitlines()[0] and "━ b.r0" in plot.text.splitlines()[0]
 
 
-def test_ansi_filter_is_left_out_only_where_it_would_change_nothing() -> None:
-    """Textual's ANSI-to-truecolor filter rewrites ANSI colours and `dim`; a widget drawn only in RGB
-    styles skips it (widgets/truecolor.py), any other keeps it."""
-    from rich.style import Style
-    from textual.app import App
-    from textual.filter import ANSIToTruecolor
-
-    from perfwatch.ui.widgets.truecolor import line_filters, truecolor_only
-
-    rgb = [Style(color="#4c9aff", bgcolor="#191d22", bold=True), Style(color="rgb(1,2,3)"), Style()]
-    assert truecolor_only(rgb)
-    assert not truecolor_only([*rgb, Style(color="red")])  # an ANSI colour: the terminal's palette
-    assert not truecolor_only([Style(bgcolor="color(4)")])
-    assert not truecolor_only([Style(color="default")])
-    assert not truecolor_only([Style(color="#ffffff", dim=True)])  # dim is blended by the filter
-    app = App()
-    assert any(isinstance(f, ANSIToTruecolor) for f in line_filters(app, False))
-    assert not any(isinstance(f, ANSIToTruecolor) for f in line_filters(app, True))
-    # what the filter does to an RGB style, it does not change: leaving it out is exact
-    ansi = next(f for f in app.get_line_filters() if isinstance(f, ANSIToTruecolor))
-    from rich.segment import Segment
-    from textual.color import Color
-    segs = [Segment("x", s) for s in rgb]
-    assert [s.style for s in ansi.apply(segs, Color.parse("#000000"))] == [s.style for s in segs]
-
-
 async def test_numbered_series_keep_their_colour_and_the_legend_wraps():
     """12 curves: colours 0-9 solid, 10 and 11 dashed in the colours of 0 and 1; every label whole."""
     labels = [f"v2.1/MosaicML/result_{k}" for k in range(12)]

@@ -10,10 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from textual import constants
 from textual.app import App, SystemCommand
 from textual.binding import Binding
-from textual.driver import Driver
 from textual.screen import Screen
 
 from perfwatch.core.control.states import RunState
@@ -61,17 +59,6 @@ class PerfwatchApp(App[int]):
         self._themes, self._theme_problems = themes.load_themes()
         self._wanted_theme = theme
         self.stop_runs_on_exit = False
-
-    def get_driver_class(self) -> type[Driver]:
-        """Textual's choice, with the Linux/macOS terminal driver swapped for one whose input thread
-        sleeps while nobody types (ui/driver.py); a driver chosen by the environment stays."""
-        chosen = super().get_driver_class()
-        if constants.DRIVER is None and (chosen.__module__, chosen.__qualname__) == (
-                "textual.drivers.linux_driver", "LinuxDriver"):
-            from perfwatch.ui.driver import QuietLinuxDriver
-
-            return QuietLinuxDriver
-        return chosen
 
     def get_theme_variable_defaults(self) -> dict[str, str]:
         return {**super().get_theme_variable_defaults(), **themes.DEFAULT_VARIABLES}

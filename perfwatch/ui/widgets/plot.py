@@ -26,12 +26,10 @@ from dataclasses import dataclass
 
 from rich.segment import Segment
 from rich.style import Style
-from textual.filter import LineFilter
 from textual.strip import Strip
 from textual.widget import Widget
 
 from perfwatch.core.ingest.sanitize import PLOT_LIMIT, plot_range
-from perfwatch.ui.widgets.truecolor import line_filters, truecolor_only
 
 _DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))  # [row][col] bits of a braille cell
 SERIES_CLASSES = ("plot--line", "plot--line-2", "plot--line-3", "plot--line-4")
@@ -175,7 +173,6 @@ class Plot(Widget):
         self._rows: list[Strip] | None = None
         self._rows_size: tuple[int, int] = (0, 0)
         self._styles: dict[str, Style] | None = None
-        self._truecolor = False  # every style RGB and not dim: Textual's ANSI filter would change nothing
 
     def set_data(
         self, points: Sequence[tuple[float, float]], target: float | None = None, note: str = "",
@@ -216,7 +213,6 @@ class Plot(Widget):
             self._styles = {"base": base}
             for name in self.COMPONENT_CLASSES:
                 self._styles[name] = base + self.get_component_rich_style(name)
-            self._truecolor = truecolor_only(self._styles.values())
         return self._styles
 
     def series_class(self, k: int) -> str:
@@ -227,10 +223,6 @@ class Plot(Widget):
     def series_style(self, colour: int) -> Style:
         """The style a series numbered `colour` is drawn in (for a legend or table elsewhere)."""
         return self._style_map()[PALETTE_CLASSES[colour % PALETTE_SIZE]]
-
-    def get_line_filters(self) -> Sequence[LineFilter]:
-        self._style_map()
-        return line_filters(self.app, self._truecolor)
 
     @property
     def text(self) -> str:

@@ -8,20 +8,18 @@ stays on top while the rows scroll.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
 from rich.segment import Segment
 from rich.style import Style
 from textual.binding import Binding
 from textual.events import Click
-from textual.filter import LineFilter
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from perfwatch.ui.format import COLUMNS, NARROW_HIDE, OPTIONAL, STATUS_CLASSES, Row
-from perfwatch.ui.widgets.truecolor import line_filters, truecolor_only
 
 SORT_KEYS = ("id", "state", "progress", "tp_now", "eval", "time")
 MINOR = frozenset({"progress", "tp_now", "tp_avg", "mfu", "time", "energy", "eta"})  # cells that move all the time
@@ -83,7 +81,6 @@ class RunsTable(ScrollView, can_focus=True):
         self.cursor = 0
         self._selected: str | None = None
         self._styles: dict[str, Style] | None = None
-        self._truecolor = False  # every style RGB and not dim: Textual's ANSI filter would change nothing
         self.marked: set[str] = set()  # runs chosen for the compare screen
         self._valued: dict[str, set[str]] = {k: set() for k in OPTIONAL}  # column -> runs with a value
         self._layout_for: tuple[int, frozenset[str]] | None = None  # (width, optional columns) of _layout_cols
@@ -267,12 +264,8 @@ class RunsTable(ScrollView, can_focus=True):
             for cls in self.COMPONENT_CLASSES:
                 partial = cls.removeprefix("runs-table--") in STATUS_CLASSES
                 self._styles[cls] = self.get_component_rich_style(cls, partial=partial)
-            self._truecolor = truecolor_only(self._styles.values())
         return self._styles[name]
 
-    def get_line_filters(self) -> Sequence[LineFilter]:
-        self._style("")
-        return line_filters(self.app, self._truecolor)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_content_region.width
