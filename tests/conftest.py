@@ -46,7 +46,7 @@ def official_scores() -> dict:
 @pytest.fixture
 def owned():  # type: ignore[no-untyped-def]
     """Schedulers made by a test; every process group they started is SIGKILLed afterwards."""
-    from test_launch_helpers import kill_groups, run_pgids
+    from launch_helpers import kill_groups, run_pgids
 
     made: list = []
     try:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_launch_helpers import FAKE, ROOT, campaign_file, group_members, kill_groups, wait_for
+from launch_helpers import FAKE, ROOT, campaign_file, group_members, kill_groups, wait_for
 
 from perfwatch.core.control.controller import ClientController, RunState
 from perfwatch.core.control.process import same_process

@@ -11,7 +11,7 @@ import textwrap
 import time
 
 import pytest
-from test_launch_helpers import ROOT, campaign_file, kill_groups
+from launch_helpers import ROOT, campaign_file, kill_groups
 
 from perfwatch.core.control.campaign import load_campaign
 from perfwatch.core.control.scheduler import AT_TARGET_GRACE

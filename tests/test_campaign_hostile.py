@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_launch_helpers import FAKE, ROOT
+from launch_helpers import FAKE, ROOT
 
 from perfwatch.cli import main
 

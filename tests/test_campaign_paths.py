@@ -10,7 +10,7 @@ import venv
 from pathlib import Path
 
 import pytest
-from test_launch_helpers import ROOT
+from launch_helpers import ROOT
 
 from perfwatch.core.control.campaign import CampaignError, load_campaign
 

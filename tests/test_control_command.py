@@ -10,7 +10,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_launch_helpers import FAKE, ROOT, campaign_file, kill_groups, wait_for
+from launch_helpers import FAKE, ROOT, campaign_file, kill_groups, wait_for
 
 from perfwatch.core.control.campaign import CampaignError, load_campaign
 

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_launch_helpers import FAKE, ROOT, campaign_file, scheduler, wait_for
+from launch_helpers import FAKE, ROOT, campaign_file, scheduler, wait_for
 
 from perfwatch.cli import main
 from perfwatch.core.control import process

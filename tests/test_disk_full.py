@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_launch_helpers import ROOT, campaign_file, kill_groups, wait_for
+from launch_helpers import ROOT, campaign_file, kill_groups, wait_for
 
 from perfwatch.core.control import process
 

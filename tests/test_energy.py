@@ -321,8 +321,8 @@ async def test_at_80x24_the_table_keeps_its_columns_and_the_detail_pane_has_the_
 
 
 def test_headless_prints_energy_to_train_live_and_at_the_end(tmp_path: Path) -> None:
+    from launch_helpers import kill_groups, wait_for
     from test_attach import perfwatch
-    from test_launch_helpers import kill_groups, wait_for
 
     logdir = energy_logdir(tmp_path)
     # a run still training: its run_stop is appended once perfwatch follows it

@@ -136,7 +136,7 @@ def test_a_new_eval_refits_the_eta_at_most_every_interval_but_the_target_shows_a
 def test_a_launch_samples_the_devices_on_one_thread_only(tmp_path, monkeypatch):
     """The campaign owner records telemetry.jsonl with its sampler thread; the live view shows that thread's
     samples instead of starting a second sampler."""
-    from test_launch_helpers import ROOT, campaign_file
+    from launch_helpers import ROOT, campaign_file
 
     from perfwatch.core.control.campaign import load_campaign
     from perfwatch.core.engine import launch_session
@@ -160,7 +160,7 @@ def test_a_launch_samples_the_devices_on_one_thread_only(tmp_path, monkeypatch):
 
 def test_a_killed_run_shows_no_eta_though_its_log_never_says_run_stop(tmp_path, monkeypatch):
     """The ETA of a run whose process is gone (killed here) is "–": nothing will reach the target."""
-    from test_launch_helpers import ROOT, campaign_file
+    from launch_helpers import ROOT, campaign_file
 
     from perfwatch.core.control.campaign import load_campaign
     from perfwatch.core.engine import launch_session

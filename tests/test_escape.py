@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_launch_helpers import ROOT, campaign_file
+from launch_helpers import ROOT, campaign_file
 
 from perfwatch.text.escape import printable
 

@@ -9,7 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_launch_helpers import ROOT
+from launch_helpers import ROOT
 
 REAL = ROOT / "tests/data/mlperf-logs/v2.1/MosaicML/results/8xA100_80GB-baseline/bert/result_0.txt"
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import msgspec
 import psutil
-from test_launch_helpers import FAKE, ROOT, campaign_file, wait_for
+from launch_helpers import FAKE, ROOT, campaign_file, wait_for
 
 from perfwatch.core.control import registry, trust
 from perfwatch.core.control.campaign import load_campaign

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 import psutil
-from test_launch_helpers import FAKE, group_members, run_pgids, scheduler, wait_for
+from launch_helpers import FAKE, group_members, run_pgids, scheduler, wait_for
 
 from perfwatch.core.control import process as launch
 from perfwatch.core.control.controller import RunState

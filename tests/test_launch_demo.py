@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_launch_helpers import ROOT, group_members, kill_groups
+from launch_helpers import ROOT, group_members, kill_groups
 
 from perfwatch.core.control.campaign import load_campaign
 

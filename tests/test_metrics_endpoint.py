@@ -18,11 +18,11 @@ from decimal import Decimal
 from pathlib import Path
 
 import pytest
+from launch_helpers import ROOT, campaign_file, wait_for
 from prometheus_client.openmetrics.exposition import generate_latest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as openmetrics_families
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
-from test_launch_helpers import ROOT, campaign_file, wait_for
 
 from perfwatch.cli import main
 from perfwatch.core.telemetry.types import GpuSample, GpuStatus, HostSample, Snapshot

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_launch_helpers import ROOT, campaign_file, wait_for
+from launch_helpers import ROOT, campaign_file, wait_for
 from test_metrics_endpoint import free_port
 
 PROMETHEUS = shutil.which("prometheus")

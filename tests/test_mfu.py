@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_launch_helpers import ROOT, campaign_file
+from launch_helpers import ROOT, campaign_file
 
 from perfwatch.cli import main
 from perfwatch.core.control.campaign import CampaignError, load_campaign

@@ -170,8 +170,8 @@ def _metrics_text(session) -> str:
 
 
 async def test_every_front_end_shows_the_same_states_and_counts_as_the_tui(tmp_path):
+    from launch_helpers import ROOT, campaign_file, kill_groups
     from prometheus_client.parser import text_string_to_metric_families
-    from test_launch_helpers import ROOT, campaign_file, kill_groups
 
     from perfwatch.core.control.campaign import load_campaign
     from perfwatch.core.engine import launch_session
@@ -361,7 +361,7 @@ def test_headless_live_lines_say_what_its_final_table_says(tmp_path):
     """A run's line is printed once when its process ends: only after its log was read to the end (a run
     that exits right after reaching its target is never printed as "not reached"; printed at once, about
     one try in three printed one of these runs so)."""
-    from test_launch_helpers import ROOT, campaign_file
+    from launch_helpers import ROOT, campaign_file
 
     body = f"""
         name: lines

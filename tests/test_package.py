@@ -196,7 +196,7 @@ def test_package_a_real_workload_run(tmp_path: Path) -> None:
 def _grid_logdir(tmp_path: Path) -> Path:
     """A real campaign plan (perfwatch.json from the scheduler) over a 2-point grid, 3 repeats each,
     whose runs' mllog.txt are real llama2_70b_lora logs."""
-    from test_launch_helpers import scheduler
+    from launch_helpers import scheduler
 
     sched = scheduler(tmp_path, """
         name: grid

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_launch_helpers import kill_groups, scheduler, wait_for
+from launch_helpers import kill_groups, scheduler, wait_for
 
 from perfwatch.core.control.controller import RunState
 from perfwatch.core.control.scheduler import Scheduler

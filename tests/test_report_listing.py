@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from launch_helpers import FAKE, ROOT, campaign_file, kill_groups, wait_for
 from test_attach import perfwatch, registry
-from test_launch_helpers import FAKE, ROOT, campaign_file, kill_groups, wait_for
 
 from perfwatch.core.control.process import same_process
 

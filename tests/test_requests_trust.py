@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_launch_helpers import FAKE, ROOT, campaign_file, group_members, kill_groups, wait_for
+from launch_helpers import FAKE, ROOT, campaign_file, group_members, kill_groups, wait_for
 from test_trust import attach, pgids, planted
 
 from perfwatch.core.control.controller import take_requests

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from test_launch_helpers import (
+from launch_helpers import (
     FAKE,
     ROOT,
     campaign_file,

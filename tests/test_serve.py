@@ -175,7 +175,7 @@ async def press(dt: browser.DevTools, char: str) -> None:
 @pytest.mark.slow
 async def test_serve_a_campaign_yaml_and_pause_and_resume_a_run_from_the_browser(tmp_path: Path) -> None:
     """Run control in the page is the terminal's: `p` pauses the live run (the owner SIGSTOPs it), `p` resumes."""
-    from test_launch_helpers import ROOT, campaign_file, wait_for
+    from launch_helpers import ROOT, campaign_file, wait_for
 
     browser.chromium()
     gate = tmp_path / "gate"
@@ -211,7 +211,7 @@ async def test_serve_a_campaign_yaml_and_pause_and_resume_a_run_from_the_browser
         if registry_state(logdir, "hold.r0") not in ("succeeded", None):  # failed midway (maybe paused)
             import json
 
-            from test_launch_helpers import kill_groups
+            from launch_helpers import kill_groups
 
             data = json.loads((logdir / "perfwatch.json").read_text())
             kill_groups({r["pgid"] for r in data["runs"] if r.get("pgid")})  # the owner then ends on its own

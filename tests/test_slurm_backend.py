@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_launch_helpers import FAKE, ROOT, campaign_file, scheduler, wait_for
+from launch_helpers import FAKE, ROOT, campaign_file, scheduler, wait_for
 
 from perfwatch.core.control.backends.slurm import POLL_ENV
 from perfwatch.core.control.controller import RunState

@@ -5,7 +5,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from test_launch_helpers import wait_for
+from launch_helpers import wait_for
 
 
 def test_sbatch_runs_a_job_on_the_local_cluster(slurm, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from test_launch_helpers import ROOT, campaign_file
+from launch_helpers import ROOT, campaign_file
 
 from perfwatch.core.control.backends.slurm import sbatch_argv
 from perfwatch.core.control.backends.slurm_job import torchrun_for_allocation, workload_argv

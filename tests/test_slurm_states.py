@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_launch_helpers import FAKE, ROOT, scheduler, wait_for
+from launch_helpers import FAKE, ROOT, scheduler, wait_for
 from test_slurm_backend import job_field, squeue_state
 
 from perfwatch.core.control.backends.slurm import POLL_ENV

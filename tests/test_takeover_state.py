@@ -7,7 +7,7 @@ import time
 from pathlib import Path
 
 import psutil
-from test_launch_helpers import FAKE, scheduler, wait_for
+from launch_helpers import FAKE, scheduler, wait_for
 
 from perfwatch.core.control.controller import RunState
 from perfwatch.core.control.scheduler import Scheduler

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import msgspec
-from test_launch_helpers import FAKE, ROOT, campaign_file, kill_groups
+from launch_helpers import FAKE, ROOT, campaign_file, kill_groups
 
 from perfwatch.core.control import registry
 from perfwatch.core.control.campaign import load_campaign
