@@ -16,8 +16,8 @@ P1     a generated log of --lines lines in which every line after the preamble i
 P5     per benchmark folder of the bundled results tree: `perfwatch report FOLDER` (a new process)
        against the official summarizer on that folder as a new process
        (`result_summarizer._compute_strong_score_standalone`; its `compute_score` CLI crashes in this
-       mlperf-logging release); no target (DESIGN.md §5: shown for scale). Each round visits every folder and runs the summarizer
-       once and perfwatch PER_ROUND times; both figures are the best of all their tries. perfwatch's
+       mlperf-logging release); no target (DESIGN.md §5: shown for scale). Each round visits every
+       folder and runs the summarizer once and perfwatch PER_ROUND times; both figures are the best of all their tries. perfwatch's
        RCP verdict is cached per file identity: the first report of a closed folder runs
        mlperf_logging's RCP checker (scipy, ~1 s) once.
 

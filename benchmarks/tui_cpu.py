@@ -11,7 +11,7 @@ writers run, then after they stop (nothing changes: the idle figure).
 
     python benchmarks/tui_cpu.py [--seconds 30] [--runs 16] [--rate 10]
 
-Targets (DESIGN P3, issue 14): <= 2 % of one core while live, <= 0.5 % idle. Exit status 0 when both hold.
+Targets (DESIGN P3): <= 2 % of one core while live, <= 0.5 % idle. Exit status 0 when both hold.
 """
 
 from __future__ import annotations

@@ -174,11 +174,13 @@ def test_summary_hand_computed() -> None:
 def test_scheduler_procs_adapter(tmp_path: Path) -> None:
     from types import SimpleNamespace
 
+    from perfwatch.core.control.states import RunState
+
     procs = {
-        "gpu.r0": SimpleNamespace(pid=ME, devices=(2, 3), folder=tmp_path / "gpu.r0", state="running"),
-        "cpu.r0": SimpleNamespace(pid=ME, devices=(), folder=tmp_path / "cpu.r0", state="paused"),
-        "queued": SimpleNamespace(pid=None, devices=(), folder=tmp_path / "queued", state="queued"),
-        "done": SimpleNamespace(pid=ME, devices=(0,), folder=tmp_path / "done", state="succeeded"),
+        "gpu.r0": SimpleNamespace(pid=ME, devices=(2, 3), folder=tmp_path / "gpu.r0", state=RunState.RUNNING),
+        "cpu.r0": SimpleNamespace(pid=ME, devices=(), folder=tmp_path / "cpu.r0", state=RunState.PAUSED),
+        "queued": SimpleNamespace(pid=None, devices=(), folder=tmp_path / "queued", state=RunState.QUEUED),
+        "done": SimpleNamespace(pid=ME, devices=(0,), folder=tmp_path / "done", state=RunState.SUCCEEDED),
     }
     res = resources_from_procs(procs)
     assert set(res) == {"gpu.r0", "cpu.r0"}

@@ -93,7 +93,7 @@ def test_one_process_trains_on_the_gpu_and_logs_it(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @needs_cuda
 def test_two_ranks_on_one_visible_gpu(tmp_path: Path) -> None:
-    """The machine of issue 11: torchrun with 2 processes and 1 GPU. auto -> CPU (said), cuda -> clear error."""
+    """A one-GPU machine: torchrun with 2 processes and 1 GPU. auto -> CPU (said), cuda -> clear error."""
     env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0"}
     base = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
             str(WORKLOADS / "mlp.py"), *CPU_TINY, "--max-epochs", "1", "--target", "-10"]

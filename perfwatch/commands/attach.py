@@ -94,16 +94,18 @@ def describe_plan(data: dict, pending: list[str] | None = None) -> list[str]:
     and the waiting control requests it would drop unexecuted."""
     import shlex
 
+    from perfwatch.core.control.states import RunState
+
     lines = []
     for rec in data["runs"]:
-        state, rid = rec.get("state"), rec.get("run_id")
-        if state in ("queued", "starting") and not rec.get("pid"):
+        state, rid = RunState.of(rec.get("state")), rec.get("run_id")
+        if state in (RunState.QUEUED, RunState.STARTING) and not rec.get("pid"):
             env = " ".join(f"{k}={shlex.quote(str(v))}" for k, v in sorted((rec.get("env") or {}).items()))
             lines.append(f"  start {rid}: {shlex.join(rec.get('argv') or [])}")
             lines.append(f"        in {rec.get('cwd')}" + (f" with {env}" if env else ""))
             if rec.get("cache_clear_cmd"):
                 lines.append(f"        first: {shlex.join(rec['cache_clear_cmd'])}")
-        elif rec.get("pid") and state in ("running", "paused", "stalled", "stopping", "starting"):
+        elif rec.get("pid") and state.alive:
             lines.append(f"  adopt {rid}: pid {rec.get('pid')} (stop/kill would signal its process group)")
     lines = lines or ["  nothing: every run has ended"]
     for req in pending or ():

@@ -14,8 +14,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "compare",
         help="speed-up of B over A per benchmark (olympic time-to-train), with its spread across seeds",
         description="Score both folders as MLPerf's result summarizer does (olympic mean of time-to-train) "
-        "and print, per benchmark, TTT(A) / TTT(B) with two decimals, the ratio of median times and a 90%% "
-        "bootstrap interval over the runs (seeds). A and B: perfwatch LOGDIRs, results folders or run groups.",
+        "and print, per benchmark, TTT(A) / TTT(B) with two decimals, the ratio of median times, a 90% "
+        "bootstrap interval over the runs (seeds) and Welch's 95% interval with the runs needed. A and B: perfwatch LOGDIRs, results folders or run groups.",
     )
     p.add_argument("a", type=path_arg, help="the reference (baseline) runs")
     p.add_argument("b", type=path_arg, help="the runs to compare with A")

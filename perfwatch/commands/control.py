@@ -22,8 +22,8 @@ if TYPE_CHECKING:
     from perfwatch.core.control.registry import RunRecord
     from perfwatch.core.control.scheduler import Scheduler
 
-ACTIONS = {"pause": "pause", "resume": "resume", "stop": "stop", "kill": "kill", "restart": "restart",
-           "start": "start_now"}
+# the command's words; `start` is the controller's `start_now` (core/control/states.py `Action`)
+WORDS = ("pause", "resume", "stop", "kill", "restart", "start")
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -35,7 +35,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("logdir", type=path_arg, help="the campaign's LOGDIR")
     p.add_argument("run_id", help="run id (as in `perfwatch report LOGDIR`)")
-    p.add_argument("action", choices=sorted(ACTIONS), help="what to do")
+    p.add_argument("action", choices=sorted(WORDS), help="what to do")
     p.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for the effect (default 60)")
     p.set_defaults(func=run)
 
@@ -51,16 +51,16 @@ def _record(logdir: Path, run_id: str) -> RunRecord | None:
 
 def took_effect(action: str, before: RunRecord, now: RunRecord) -> bool:
     """Whether the run's entry in perfwatch.json shows the action done."""
-    from perfwatch.core.control.states import RunState
+    from perfwatch.core.control.states import Action, RunState
 
     state = now.state
-    if action == "pause":
+    if action == Action.PAUSE:
         return state is RunState.PAUSED
-    if action == "resume":
+    if action == Action.RESUME:
         return state in (RunState.RUNNING, RunState.STALLED)
-    if action in ("stop", "kill"):
+    if action in (Action.STOP, Action.KILL):
         return state.terminal
-    if action == "restart":
+    if action == Action.RESTART:
         return now.attempt > before.attempt
     return state is not RunState.QUEUED  # start
 
@@ -87,7 +87,7 @@ def refusal(backend: str, action: str, state: object) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from perfwatch.core.control import registry
     from perfwatch.core.control.controller import withdraw_request
-    from perfwatch.core.control.states import refusal_of
+    from perfwatch.core.control.states import Action, refusal_of
 
     logdir: Path = args.logdir
     data = registry.read(logdir) if logdir.is_dir() else None
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
         known = ", ".join(r.run_id for r in data.runs)
         print(f"perfwatch control: no run {args.run_id!r} in {logdir}; runs: {known}", file=sys.stderr)
         return 2
-    action = ACTIONS[args.action]
+    action = Action.START_NOW if args.action == "start" else Action(args.action)
     backend = str((data.backend or {}).get("backend") or "local")
     # a stop of a run already stopping (another `control`, the TUI) joins it: it answers when the run ends
     joining = stopping(action, before.state)
@@ -158,7 +158,7 @@ def _act(logdir: Path, action: str, run_id: str, ttl: float) -> tuple[Scheduler 
     """Apply the action: as the campaign's owner when nobody owns it (the owner returned), else through
     a request to the live owner (its path returned). (None, None): the owner left in between."""
     from perfwatch.core.control import registry
-    from perfwatch.core.control.controller import send_request
+    from perfwatch.core.control.controller import action_method, send_request
 
     if registry.owner_alive(logdir):
         try:
@@ -169,7 +169,7 @@ def _act(logdir: Path, action: str, run_id: str, ttl: float) -> tuple[Scheduler 
     owner = _take_over(logdir)
     if owner is None:
         return None, None
-    getattr(owner, action)(run_id)
+    action_method(owner, action)(run_id)
     return owner, None
 
 

@@ -28,7 +28,7 @@ from typing import Any, Protocol
 
 from perfwatch.core.control import registry
 from perfwatch.core.control.campaign import Campaign
-from perfwatch.core.control.controller import ClientController, Controller, ProcInfo
+from perfwatch.core.control.controller import ClientController, Controller, ProcInfo, action_method
 from perfwatch.core.control.scheduler import Scheduler, Untrusted
 from perfwatch.core.control.states import ACTIONS, RunState
 from perfwatch.core.ingest.discover import discover
@@ -492,7 +492,7 @@ class LiveEngine:
                     proc = ctl.procs().get(run_id)
                     outcome.set_result(f"{words}: not possible now" + (f" (it is {proc.state})" if proc else ""))
                     continue
-                getattr(ctl, action)(run_id)
+                action_method(ctl, action)(run_id)
                 if isinstance(ctl, ClientController) and ctl.send_error is not None:
                     lost, ctl.send_error = ctl.send_error, None  # the request for the owner was not written
                     raise OSError(lost)

@@ -1,6 +1,6 @@
 """What a UI needs to control runs: states, immutable `ProcInfo`s, the `Controller` protocol.
 
-Two controllers implement it: `Scheduler` (core/scheduler.py), the process that owns the
+Two controllers implement it: `Scheduler` (core/control/scheduler.py), the process that owns the
 campaign (started by `launch`, or taken over by `attach` when nobody owns it), and
 `ClientController` below, used by an `attach` while a detached scheduler is alive: it
 reads `perfwatch.json` and sends requests through `LOGDIR/requests/` (one small JSON
@@ -16,14 +16,14 @@ import os
 import stat
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 from perfwatch.core.control.registry import RunRecord, SchedulerInfo
 from perfwatch.core.control.registry import read as read_registry
-from perfwatch.core.control.states import ACTIONS, RunState, allowed
+from perfwatch.core.control.states import ACTIONS, Action, RunState, allowed
 from perfwatch.core.ingest.discover import open_regular
 from perfwatch.core.ingest.tail import cached_last_lines
 from perfwatch.core.layout import (
@@ -36,8 +36,8 @@ from perfwatch.core.layout import (
 )
 
 __all__ = [
-    "ACTIONS", "ClientController", "Controller", "ProcInfo", "RunState", "allowed", "describe_pending",
-    "pending_requests", "send_request", "take_requests", "withdraw_request",
+    "ACTIONS", "Action", "ClientController", "Controller", "ProcInfo", "RunState", "action_method", "allowed",
+    "describe_pending", "pending_requests", "send_request", "take_requests", "withdraw_request",
 ]
 
 
@@ -77,6 +77,16 @@ class Controller(Protocol):
     def stop_all(self) -> None: ...
     def poll(self) -> None: ...
     def close(self, stop_runs: bool) -> None: ...
+
+
+def action_method(ctl: Controller, action: str) -> Callable[[str], None]:
+    """The method of `ctl` that does `action` (an `Action` or its value): the one table from action to
+    method. ValueError for a word that is no action."""
+    methods: dict[Action, Callable[[str], None]] = {
+        Action.PAUSE: ctl.pause, Action.RESUME: ctl.resume, Action.STOP: ctl.stop, Action.KILL: ctl.kill,
+        Action.RESTART: ctl.restart, Action.START_NOW: ctl.start_now,
+    }
+    return methods[Action(action)]
 
 
 REQUEST_TTL = 30.0  # seconds a request from the TUI stays valid: an owner frozen longer never replays it

@@ -29,9 +29,15 @@ from perfwatch.core.control import registry, trust
 from perfwatch.core.control.backends import Backend, BackendConfig, Launch, RunHandle, TryLater
 from perfwatch.core.control.backends.local import LocalRun
 from perfwatch.core.control.campaign import Campaign, RunSpec
-from perfwatch.core.control.controller import ProcInfo, RunState, describe_pending, take_requests
+from perfwatch.core.control.controller import (
+    ProcInfo,
+    RunState,
+    action_method,
+    describe_pending,
+    take_requests,
+)
 from perfwatch.core.control.paths import UnsafePath, run_folder
-from perfwatch.core.control.states import refused
+from perfwatch.core.control.states import ACTIONS, refused
 from perfwatch.core.ingest.tail import cached_last_lines
 from perfwatch.core.layout import MLLOG_FILE, OUTPUT_FILE, REGISTRY_FILE, run_dir
 from perfwatch.core.telemetry import ranks
@@ -520,8 +526,8 @@ class Scheduler:
         action, run_id = req.get("action"), req.get("run_id")
         if action == "stop_all":
             self.stop_all()
-        elif action in ("pause", "resume", "stop", "kill", "restart", "start_now") and run_id in self.runs:
-            getattr(self, action)(run_id)
+        elif action in ACTIONS and run_id in self.runs:
+            action_method(self, action)(run_id)
 
     def _watch(self, run: _Run, now: float) -> None:
         assert run.proc is not None

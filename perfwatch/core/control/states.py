@@ -8,9 +8,21 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ACTIONS", "RunState", "allowed", "refusal_of", "refused"]
+__all__ = ["ACTIONS", "Action", "RunState", "allowed", "refusal_of", "refused"]
 
-ACTIONS = ("pause", "resume", "stop", "kill", "restart", "start_now")
+
+class Action(StrEnum):
+    """What a user can do to one run; the value is what a request file and `can()` carry."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    STOP = "stop"
+    KILL = "kill"
+    RESTART = "restart"
+    START_NOW = "start_now"
+
+
+ACTIONS = tuple(Action)
 
 
 class RunState(StrEnum):
@@ -63,19 +75,18 @@ def refusal_of(action: str, reason: str | None) -> str | None:
     return reason[len(head):] if reason and reason.startswith(head) else None
 
 
-
 def allowed(action: str, state: RunState) -> bool:
     """The one table of which action applies in which state (UI greys out the rest)."""
-    if action == "pause":
+    if action == Action.PAUSE:
         return state in (RunState.RUNNING, RunState.STALLED)
-    if action == "resume":
+    if action == Action.RESUME:
         return state is RunState.PAUSED
-    if action == "stop":
+    if action == Action.STOP:
         return state in (RunState.QUEUED, RunState.STARTING, RunState.RUNNING, RunState.STALLED, RunState.PAUSED)
-    if action == "kill":
+    if action == Action.KILL:
         return state.alive
-    if action == "restart":
+    if action == Action.RESTART:
         return state.terminal
-    if action == "start_now":
+    if action == Action.START_NOW:
         return state is RunState.QUEUED
     return False

@@ -144,8 +144,8 @@ class LineParser:
         `feed`, which keeps line numbers for bad lines.
 
         `last`: nothing follows this buffer (a whole file read once: `model.book.load`). Its noise lines
-        are then not counted (it would be one more pass over the buffer); the count only numbers a later block's bad lines, so `lineno` and `noise`
-        leave them out."""
+        are then not counted (it would be one more pass over the buffer); the count only numbers a later
+        block's bad lines, so `lineno` and `noise` leave them out."""
         if _mostly_records(data):  # one split beats three searches per record
             return self.feed(split_lines(data))
         n = -1 if last else data.count(b"\n") + (1 if data and data[-1:] != b"\n" else 0)

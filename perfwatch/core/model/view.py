@@ -1,6 +1,6 @@
 """RunView: the immutable snapshot of a run that the UI, reports and checks read.
 
-Built by `Run.view()` (core/run.py) only when something changed; safe to hand to
+Built by `Run.view()` (core/model/run.py) only when something changed; safe to hand to
 another thread or widget because nothing in it can be mutated.
 """
 
@@ -74,7 +74,7 @@ class RunView(msgspec.Struct, frozen=True):
     compliance_ok: bool | None  # the expected verdict of the official checker; None while undecided
     version: int
     ruleset: str | None = None  # the MLPerf ruleset judging the run (None until its benchmark is known)
-    ruleset_why: str = ""  # which rule chose it (mlperf/ruleset.py)
+    ruleset_why: str = ""  # which rule chose it (mlperf/rulesets.py)
     # the campaign's `mlperf:` in effect: set when the job names an MLPerf benchmark and the log names none
     stands_for: StandsFor | None = None
     # what `samples`, the eval points' `samples` and `throughput` count: "samples", or "tokens" (GPT-3)

@@ -1,8 +1,8 @@
 """Device and host telemetry: samplers, the 1 Hz sampling thread, per-run telemetry.jsonl.
 
 - `Sampler` protocol (`sample(roots) -> Snapshot`, `close()`), implemented by
-  `NvmlSampler` (GPUs, telemetry_nvml.py), `HostSampler` (psutil,
-  telemetry_host.py), `FakeSampler` (tests only, telemetry_fake.py) and
+  `NvmlSampler` (GPUs, nvml.py), `HostSampler` (psutil,
+  host.py), `FakeSampler` (tests only, fake.py) and
   `MultiSampler`, which merges several into one snapshot per tick.
 - `TelemetryThread` samples in the background, keeps a bounded history, hands
   every snapshot to a sink (called on the sampling thread: post to your own
@@ -86,20 +86,17 @@ def default_sampler() -> MultiSampler:
     return MultiSampler(HostSampler(), NvmlSampler())
 
 
-LIVE_STATES = frozenset({"starting", "running", "stalled", "paused", "stopping"})
-
-
 def resources_from_procs(procs: Mapping[str, Any]) -> dict[str, RunResources]:
     """Adapter for the scheduler's `procs()` (ProcInfo-like: pid, devices, folder, state).
 
     A run with devices gets exactly those GPUs; a run without (CPU run, CUDA_VISIBLE_DEVICES="")
-    gets none. Only live runs with a pid are returned, so finished runs stop being sampled.
+    gets none. Only live runs with a pid are returned, so finished runs stop being sampled: the state
+    is a `RunState` (core/control/states.py, a layer above this one), asked through its `alive`.
     """
     out: dict[str, RunResources] = {}
     for run_id, p in procs.items():
         pid = getattr(p, "pid", None)
-        state = str(getattr(p, "state", "running"))
-        if not isinstance(pid, int) or state not in LIVE_STATES:
+        if not isinstance(pid, int) or not getattr(getattr(p, "state", None), "alive", False):
             continue
         devices = tuple(int(d) for d in (getattr(p, "devices", None) or ()))
         out[run_id] = RunResources((pid,), devices, Path(p.folder))

@@ -26,7 +26,7 @@ _BASE_FIELDS = (
     "primary", "secondary", "accent", "warning", "error", "success",
     "foreground", "background", "surface", "panel", "boost",
 )
-# fallbacks for every variable perfwatch.tcss references (used when a theme omits one)
+# fallbacks for every variable the widgets' CSS references (used when a theme omits one)
 DEFAULT_VARIABLES = {
     "status-queued": "#8B93A1",
     "status-running": "#4C9AFF",
