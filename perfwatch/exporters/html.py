@@ -88,8 +88,8 @@ def _bench_charts(bench: str, views: list[RunView], n: int) -> str:
         origin = _origin(v)
         if origin is None:
             continue
-        thr.append(svg.Series(v.run_id, _rebase(v.throughput, origin, per_unit * 1000.0)))
-        evals.append(svg.Series(v.run_id, _rebase([(e.time_ms, e.value) for e in v.evals], origin, per_unit * 1000.0)))
+        thr.append(svg.ChartLine(v.run_id, _rebase(v.throughput, origin, per_unit * 1000.0)))
+        evals.append(svg.ChartLine(v.run_id, _rebase([(e.time_ms, e.value) for e in v.evals], origin, per_unit * 1000.0)))
         if v.target is not None:
             targets[v.target.describe()] = v.target.value
     key = next((v.target.key for v in views if v.target is not None), None) or "eval metric"
@@ -140,8 +140,8 @@ def _telemetry(views: list[RunView]) -> str:
     unit, per_unit = _time_unit(span)
     x_label = f"{unit} since the run's first sample"
 
-    def series(kind: str) -> list[svg.Series]:
-        return [svg.Series(r, [(x / per_unit, y) for x, y in s[kind]]) for r, s in per_run.items()]
+    def series(kind: str) -> list[svg.ChartLine]:
+        return [svg.ChartLine(r, [(x / per_unit, y) for x, y in s[kind]]) for r, s in per_run.items()]
 
     charts = [
         svg.Chart("GPU utilization", x_label, "%", series("gpu"), chart_id="telemetry-gpu"),

@@ -27,7 +27,7 @@ def esc(text: object) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Series:
+class ChartLine:
     label: str
     points: Sequence[tuple[float, float]]  # (x, y), x increasing
 
@@ -43,7 +43,7 @@ class Chart:
     title: str
     x_label: str
     y_label: str
-    series: Sequence[Series]
+    series: Sequence[ChartLine]
     hlines: Sequence[HLine] = field(default_factory=tuple)
     chart_id: str = ""
 
@@ -92,7 +92,7 @@ def fmt_num(v: float) -> str:
 
 def render(chart: Chart, width: int = 600, height: int = 280) -> str:
     """One <svg> element (or a short note when there is nothing to draw)."""
-    series = [Series(s.label, thin(s.points)) for s in chart.series]
+    series = [ChartLine(s.label, thin(s.points)) for s in chart.series]
     series = [s for s in series if s.points]
     if not series:
         return f'<p class="empty">{esc(chart.title)}: no data</p>'
