@@ -2,7 +2,7 @@
 matmul, the NVML sampler's cost, and perfwatch's instrumentation overhead inside a GPU training step.
 
 Every number is printed with the device it was measured on (`[NVIDIA H100 80GB HBM3]`), so the
-README's GPU table can be filled from this output as it is. On a machine without an NVIDIA GPU it says
+GPU lines of benchmarks/RESULTS.md can be filled from this output as it is. On a machine without an NVIDIA GPU it says
 why (the same reason the app's GPU panel shows), prints the host readings and the measured CPU peak,
 and exits 0.
 
