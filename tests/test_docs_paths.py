@@ -83,3 +83,10 @@ def test_a_stale_path_is_caught() -> None:
     tracked = ["perfwatch/core/ingest/tail.py", "perfwatch/core/telemetry/nvml.py", "docs/watch.md"]
     text = "See `core/ingest/tail.py`, nvml.py and docs/watch.md; not core/tail.py, telemetry_nvml.py or x/y.py."
     assert missing(text, tracked) == ["core/tail.py", "telemetry_nvml.py"]
+
+
+def test_the_readme_test_command_is_what_ci_runs() -> None:
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    first_block = readme.split("```", 2)[1].splitlines()[1:]
+    assert len(first_block) == 2  # install + demo, install + tests
+    assert first_block[1] in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()
