@@ -45,8 +45,8 @@ class Event(msgspec.Struct, gc=False):
     value: Any = None
     event_type: str = "POINT_IN_TIME"
     namespace: str = ""
-    # left undecoded by the parser (most records' metadata is never read: the JSON is ~12 % faster
-    # to decode this way); read it through `md` / `meta()`. Code that builds events may pass a dict.
+    # left undecoded by the parser (most records' metadata is never read); read it through `md` /
+    # `meta()`. Code that builds events may pass a dict.
     metadata: msgspec.Raw = msgspec.Raw(b"null")
 
     @property
@@ -198,8 +198,8 @@ class LineParser:
 
 def _mostly_records(data: Bytes) -> bool:
     """More than a quarter of the lines carry a record, judged at the start, middle and end of the buffer
-    (counting the token over whole buffers cost ~6 % of a record-dense read; a result file's first
-    kilobytes are its dense header, then framework output follows)."""
+    rather than over all of it (a result file's first kilobytes are its dense header, then framework
+    output follows)."""
     w = DENSITY_SAMPLE
     mid = max(len(data) // 2 - w // 2, 0)
     windows = (data[:w], data[mid : mid + w], data[-w:]) if len(data) > 3 * w else (data,)

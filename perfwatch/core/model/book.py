@@ -240,8 +240,7 @@ def iter_blocks(
     into lines (`LineParser.feed_block`).
 
     `into`: a buffer to read such a whole file into, reused file after file (`load`): fresh memory costs
-    a page fault per 4 KiB, a large part of reading an MLPerf result folder. Such a block
-    is `into` itself, valid only until the next block is asked for."""
+    a page fault per 4 KiB. Such a block is `into` itself, valid only until the next block is asked for."""
     with open_regular(path) as fh:
         read: Callable[[int], bytes] = fh.read
         utf16 = fh.read(2) in (b"\xff\xfe", b"\xfe\xff")
@@ -299,9 +298,7 @@ def iter_blocks(
 def _read_into(fh: BinaryIO, buf: bytearray, size: int) -> int:
     """Read up to `size` + 1 bytes into `buf`, grown as needed and cut to what was read."""
     need = size + 1
-    if not buf:  # the first file: zeroed in place (extend() would build the zeros in a temporary first:
-        bytearray.__init__(buf, need)  # twice the page faults, ~170 more for a 680 KB result file)
-    elif len(buf) < need:
+    if len(buf) < need:
         buf.extend(bytes(need - len(buf)))
     with memoryview(buf) as view, view[:need] as part:
         n = fh.readinto(part) or 0  # type: ignore[attr-defined]  # open_regular: a BufferedReader
