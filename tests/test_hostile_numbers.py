@@ -121,13 +121,13 @@ def test_metrics_endpoint(hostile: Path) -> None:
 async def test_the_live_plot_survives_extreme_values() -> None:
     from test_ui_plot import _One
 
-    from perfwatch.ui.widgets.plot import Plot, Series
+    from perfwatch.ui.widgets.plot import Plot, PlotLine
 
     plot = Plot("eval")
     async with _One(plot).run_test(size=(60, 12)) as pilot:
         for points in ([(0.0, 0.0), (1.0, 5e-324)], [(0.0, 1e300), (1.0, -1e300), (2.0, 0.5)],
                        [(0.0, 0.7), (5e-324, 0.8)], [(0.0, 0.5), (1.0, 5e16)]):
-            plot.set_series([Series("", points)], target=0.759)
+            plot.set_series([PlotLine("", points)], target=0.759)
             await pilot.pause()
             assert plot.text.splitlines()[0].startswith("eval")
         assert "clamped to ±1e+15" in plot.text.splitlines()[0]

@@ -6,7 +6,7 @@ import pytest
 from textual.app import App, ComposeResult
 
 from perfwatch.ui import themes
-from perfwatch.ui.widgets.plot import Plot, Series, fmt_si, raster
+from perfwatch.ui.widgets.plot import Plot, PlotLine, fmt_si, raster
 
 
 def test_si_labels():
@@ -39,7 +39,7 @@ async def test_rates_from_zero_time_axis_and_target(zero):
     plot = Plot("throughput", unit="samples/s", zero_based=zero)
     points = [(1000.0 * k, 2338.0 + (k % 3) * 6) for k in range(0, 600)]  # a 2,338-2,350 wobble, 10 min
     async with _One(plot).run_test(size=(60, 12)) as pilot:
-        plot.set_series([Series("", points)], target=2400.0, start_ms=0.0, target_label="target")
+        plot.set_series([PlotLine("", points)], target=2400.0, start_ms=0.0, target_label="target")
         await pilot.pause()
         text = plot.text
     lines = text.splitlines()
@@ -56,7 +56,7 @@ async def test_rates_from_zero_time_axis_and_target(zero):
 async def test_several_series_get_a_legend():
     plot = Plot("eval")
     async with _One(plot).run_test(size=(70, 10)) as pilot:
-        plot.set_series([Series("a.r0", [(0.0, 0.1), (10.0, 0.5)]), Series("b.r0", [(0.0, 0.2), (10.0, 0.7)])])
+        plot.set_series([PlotLine("a.r0", [(0.0, 0.1), (10.0, 0.5)]), PlotLine("b.r0", [(0.0, 0.2), (10.0, 0.7)])])
         await pilot.pause()
         assert "━ a.r0" in plot.text.splitlines()[0] and "━ b.r0" in plot.text.splitlines()[0]
 
@@ -64,7 +64,7 @@ async def test_several_series_get_a_legend():
 async def test_numbered_series_keep_their_colour_and_the_legend_wraps():
     """12 curves: colours 0-9 solid, 10 and 11 dashed in the colours of 0 and 1; every label whole."""
     labels = [f"v2.1/MosaicML/result_{k}" for k in range(12)]
-    series = [Series(label, [(0.0, 0.1 * k), (10.0, 0.1 * k + 0.05)], k) for k, label in enumerate(labels)]
+    series = [PlotLine(label, [(0.0, 0.1 * k), (10.0, 0.1 * k + 0.05)], k) for k, label in enumerate(labels)]
     plot = Plot("eval")
     async with _One(plot).run_test(size=(70, 16)) as pilot:
         plot.set_series(series)

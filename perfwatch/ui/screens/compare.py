@@ -23,7 +23,7 @@ from textual.widgets import DataTable, Footer, Static
 from perfwatch.core.engine import LiveEngine, LiveSnapshot
 from perfwatch.core.model.view import RunView
 from perfwatch.ui.format import energy_cell, eta_cell, fmt_duration, fmt_rate, fmt_value
-from perfwatch.ui.widgets.plot import Plot, Series, dashed
+from perfwatch.ui.widgets.plot import Plot, PlotLine, dashed
 
 COLUMNS = ("run", "state", "ttt/elapsed", "avg samp/s", "eval/target", "best", "ETA")  # + energy-to-train
 
@@ -90,8 +90,8 @@ class CompareScreen(Screen[None]):
             if v is None:
                 continue
             start = v.run_start_ms if v.run_start_ms is not None else (v.first_time_ms or 0.0)
-            evals.append(Series(labels[rid], tuple((e.time_ms - start, e.value) for e in v.evals), colour))
-            rates.append(Series(labels[rid], tuple((t - start, r) for t, r in v.throughput), colour))
+            evals.append(PlotLine(labels[rid], tuple((e.time_ms - start, e.value) for e in v.evals), colour))
+            rates.append(PlotLine(labels[rid], tuple((t - start, r) for t, r in v.throughput), colour))
             if target is None and v.target is not None:
                 target = v.target.value
         self.query_one("#compare-eval", Plot).set_series(evals, target, start_ms=0.0)

@@ -33,7 +33,7 @@ from perfwatch.core.ingest.sanitize import PLOT_LIMIT, plot_range
 
 _DOTS = ((0x01, 0x08), (0x02, 0x10), (0x04, 0x20), (0x40, 0x80))  # [row][col] bits of a braille cell
 SERIES_CLASSES = ("plot--line", "plot--line-2", "plot--line-3", "plot--line-4")
-PALETTE_SIZE = 10  # colours of numbered series (`Series.colour`); then the same colours, dashed
+PALETTE_SIZE = 10  # colours of numbered series (`PlotLine.colour`); then the same colours, dashed
 PALETTE_CLASSES = tuple(f"plot--series-{i}" for i in range(PALETTE_SIZE))
 LABEL_W = 7  # y labels: "-1.31M" plus the axis
 
@@ -59,7 +59,7 @@ def fmt_elapsed(ms: float) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class Series:
+class PlotLine:
     label: str
     points: Sequence[tuple[float, float]]  # (time_ms, value), time ascending
     colour: int | None = None  # a number the caller keeps per curve (same run, same colour); None: by position
@@ -164,7 +164,7 @@ class Plot(Widget):
         self._title = title
         self.unit = unit
         self.zero_based = zero_based
-        self._series: tuple[Series, ...] = ()
+        self._series: tuple[PlotLine, ...] = ()
         self._sources: tuple[object, ...] = ()
         self._target: float | None = None
         self._target_label = ""
@@ -179,11 +179,11 @@ class Plot(Widget):
         *, start_ms: float | None = None, target_label: str = "target",
     ) -> None:
         """One series (the usual case)."""
-        self.set_series([Series("", points)] if points else [], target, note, start_ms=start_ms,
+        self.set_series([PlotLine("", points)] if points else [], target, note, start_ms=start_ms,
                         target_label=target_label)
 
     def set_series(
-        self, series: Sequence[Series], target: float | None = None, note: str = "", *,
+        self, series: Sequence[PlotLine], target: float | None = None, note: str = "", *,
         start_ms: float | None = None, target_label: str = "target", title: str | None = None,
     ) -> None:
         sources = tuple((id(s.points), s.colour) for s in series)
@@ -192,7 +192,7 @@ class Plot(Widget):
         if sources == self._sources and same_meta:
             return  # the same (immutable, cached) series objects as last time: nothing to redraw
         self._sources = sources
-        new = tuple(Series(s.label, tuple(s.points), s.colour) for s in series)
+        new = tuple(PlotLine(s.label, tuple(s.points), s.colour) for s in series)
         if new == self._series and same_meta:
             return
         self._series = new
