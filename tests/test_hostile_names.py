@@ -84,14 +84,14 @@ def test_check_compare_and_attach_once(hostile: Path) -> None:
 def test_metrics_endpoint_escapes_names(hostile: Path) -> None:
     from perfwatch.core.model import book as runbook
     from perfwatch.exporters import metrics
-    from perfwatch.exporters.source import LiveRun, LiveSnapshot
+    from perfwatch.exporters.source import ExportSnapshot, LiveRun
 
     book = runbook.load(hostile)
-    snap = LiveSnapshot("camp\udcff", hostile, tuple(LiveRun(v.run_id, v, "job\udcfe", "succeeded", ())
+    snap = ExportSnapshot("camp\udcff", hostile, tuple(LiveRun(v.run_id, v, "job\udcfe", "succeeded", ())
                                                      for v in book.views()), None)
 
     class Fixed:
-        def snapshot(self) -> LiveSnapshot:
+        def snapshot(self) -> ExportSnapshot:
             return snap
 
         def close(self) -> None:

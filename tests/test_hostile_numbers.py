@@ -90,14 +90,14 @@ def test_compare_and_attach_once(hostile: Path) -> None:
 def test_metrics_endpoint(hostile: Path) -> None:
     from perfwatch.core.model import book as runbook
     from perfwatch.exporters import metrics
-    from perfwatch.exporters.source import LiveRun, LiveSnapshot
+    from perfwatch.exporters.source import ExportSnapshot, LiveRun
 
     book = runbook.load(hostile)
-    snap = LiveSnapshot("camp", hostile, tuple(LiveRun(v.run_id, v, "job", "succeeded", ()) for v in book.views()),
+    snap = ExportSnapshot("camp", hostile, tuple(LiveRun(v.run_id, v, "job", "succeeded", ()) for v in book.views()),
                         None)
 
     class Fixed:
-        def snapshot(self) -> LiveSnapshot:
+        def snapshot(self) -> ExportSnapshot:
             return snap
 
         def close(self) -> None:

@@ -27,7 +27,7 @@ from prometheus_client.registry import CollectorRegistry
 from perfwatch.cli import main
 from perfwatch.core.telemetry.types import GpuSample, GpuStatus, HostSample, Snapshot
 from perfwatch.exporters.metrics import clean, families
-from perfwatch.exporters.source import LiveRun, LiveSnapshot
+from perfwatch.exporters.source import ExportSnapshot, LiveRun
 
 CAMPAIGN = f"""
 name: scrape
@@ -204,7 +204,7 @@ def test_gpu_series_carry_the_dcgm_exporters_labels() -> None:
         GpuSample(1, name="NVIDIA H100 80GB HBM3", uuid="GPU-bbb", util_sm=0.0, throttle=()),
     ))
     tele = Snapshot(time=time.time(), gpu=gpus, host=HostSample(cpu_percent=12.5, mem_used=3, mem_total=8))
-    snap = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r1", None, "job", "running", (0,), alive=True),), tele,
+    snap = ExportSnapshot("c", Path("/nonexistent"), (LiveRun("r1", None, "job", "running", (0,), alive=True),), tele,
                         "/data/logdir", "node7")
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Fixed(families(snap, {})))
@@ -239,7 +239,7 @@ def test_state_is_a_stateset_and_the_series_keep_their_labels_from_queued_to_don
 
     for state in ("queued", "starting", "running", "done"):
         counts = count([RunStatus(State(state), Verdict.NO_TARGET, "", False, "queued")])  # the engine's
-        snap = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r1", None, "job", state, ()),), None, "/l", "h",
+        snap = ExportSnapshot("c", Path("/nonexistent"), (LiveRun("r1", None, "job", state, ()),), None, "/l", "h",
                             counts)
         fixed = Fixed(families(snap, {}))
         registry.register(fixed)
@@ -294,7 +294,7 @@ def registry_for_exposition(tmp_path: Path) -> CollectorRegistry:
                    alive=True)
     rows = {"r": {key: 1 for _, _, key, _, _ in (*RUN_GAUGES, *RUN_COUNTERS)}}
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(Fixed(families(LiveSnapshot("c", tmp_path, (live,), tele, "/l", "h"), rows)))
+    registry.register(Fixed(families(ExportSnapshot("c", tmp_path, (live,), tele, "/l", "h"), rows)))
     return registry
 
 
@@ -371,7 +371,7 @@ def test_eta_gauges_come_from_the_engines_eta(tmp_path: Path) -> None:
     runs = (LiveRun("r", view, "j", "running", (), Eta("converging", at_ms=150_000, plus_minus_ms=15_000)),
             LiveRun("s", view, "j", "running", (), Eta("converging", at_ms=90_000)))
     text = "".join(f"{s.name} {s.labels['run']} {s.value}\n" for fam in families(
-        LiveSnapshot("c", tmp_path, runs, None), {}) for s in fam.samples if s.name.startswith("perfwatch_run_eta"))
+        ExportSnapshot("c", tmp_path, runs, None), {}) for s in fam.samples if s.name.startswith("perfwatch_run_eta"))
     assert text.splitlines() == ["perfwatch_run_eta_seconds r 90.0", "perfwatch_run_eta_seconds s 30.0",
                                  "perfwatch_run_eta_plus_minus_seconds r 15.0"]
 
@@ -404,10 +404,10 @@ def test_the_detached_owner_serves_the_metrics(tmp_path: Path) -> None:
 class FixedSource:
     """A source whose snapshot is set by the test (the endpoint's input, as the engine publishes it)."""
 
-    def __init__(self, snap: LiveSnapshot) -> None:
+    def __init__(self, snap: ExportSnapshot) -> None:
         self.snap = snap
 
-    def snapshot(self) -> LiveSnapshot:
+    def snapshot(self) -> ExportSnapshot:
         return self.snap
 
     def close(self) -> None:
@@ -421,11 +421,11 @@ def test_the_grace_period_waits_for_two_scrapes_of_a_finished_campaign() -> None
 
     server = MetricsServer("127.0.0.1", 0)
     try:
-        running = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r", None, "j", "running", ()),), None, "/l", "h")
+        running = ExportSnapshot("c", Path("/nonexistent"), (LiveRun("r", None, "j", "running", ()),), None, "/l", "h")
         source = FixedSource(running)
         server.serve(source)
         assert not server.campaign_over()  # runs go on: quitting closes at once
-        source.snap = LiveSnapshot("c", Path("/nonexistent"), (LiveRun("r", None, "j", "done", ()),), None,
+        source.snap = ExportSnapshot("c", Path("/nonexistent"), (LiveRun("r", None, "j", "done", ()),), None,
                                    "/l", "h")
         assert server.campaign_over()
         waiting = threading.Thread(target=server.linger, args=(600,))

@@ -211,7 +211,7 @@ def test_metrics_export_each_ranks_step_time_and_the_straggler_as_the_rank_files
     from prometheus_client.registry import CollectorRegistry
 
     from perfwatch.exporters.metrics import families
-    from perfwatch.exporters.source import LiveRun, LiveSnapshot
+    from perfwatch.exporters.source import ExportSnapshot, LiveRun
 
     durations = {0: [0.1, 0.2, 0.3], 1: [0.1, 0.1, 0.5], 2: [0.2, 0.2, 0.2]}
     for rank, ds in durations.items():
@@ -223,7 +223,7 @@ def test_metrics_export_each_ranks_step_time_and_the_straggler_as_the_rank_files
         path.write_text("".join(json.dumps(r) + "\n" for r in recs))
     report = R.rank_report(tmp_path)
     assert report is not None
-    snap = LiveSnapshot("c", tmp_path, (LiveRun("ddp.r0", None, "ddp", "stalled", (), None, True, report),),
+    snap = ExportSnapshot("c", tmp_path, (LiveRun("ddp.r0", None, "ddp", "stalled", (), None, True, report),),
                         None, "/l", "h")
 
     class Fixed:

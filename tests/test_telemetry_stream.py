@@ -52,12 +52,12 @@ def test_the_metrics_endpoint_follows_telemetry_incrementally(tmp_path: Path) ->
     from perfwatch.core.model import book as runbook
     from perfwatch.core.results.summary import metrics_columns, run_row
     from perfwatch.exporters.metrics import RowCache
-    from perfwatch.exporters.source import LiveRun, LiveSnapshot
+    from perfwatch.exporters.source import ExportSnapshot, LiveRun
 
     run, t0 = run_folder(tmp_path, 300)
     root = run.parent
     view = runbook.load(root).views()[0]
-    snap = LiveSnapshot("c", root, (LiveRun(view.run_id, view, "job", "running", ()),), None)
+    snap = ExportSnapshot("c", root, (LiveRun(view.run_id, view, "job", "running", ()),), None)
     cache = RowCache()
     first = cache.rows(snap)[view.run_id]
     assert first == run_row(view, root, metrics_columns(logdir=root))  # what `report` gives, to the number

@@ -1,6 +1,6 @@
 """The Prometheus/OpenMetrics endpoint: `--metrics-port` on launch and attach.
 
-A custom collector reads the latest `LiveSnapshot` at scrape time, so nothing happens per
+A custom collector reads the latest `ExportSnapshot` at scrape time, so nothing happens per
 log line and an idle endpoint costs nothing. Every per-run number is a column of
 `perfwatch report`'s rows (`results.summary.run_row` + `metrics_columns`), computed by the
 same functions; rows are cached per run until the run's view or its telemetry file changes.
@@ -35,7 +35,7 @@ from perfwatch.core.layout import TELEMETRY_FILE, node_telemetry_files
 from perfwatch.core.measure.columns import LiveTelemetry
 from perfwatch.core.model.status import State
 from perfwatch.core.results.summary import metrics_columns, run_row
-from perfwatch.exporters.source import LiveRun, LiveSnapshot, Source
+from perfwatch.exporters.source import ExportSnapshot, LiveRun, Source
 from perfwatch.text.escape import printable
 
 RUN_LABELS = ["campaign", "logdir", "hostname", "run"]  # a run's identity: the same on every series, all its life
@@ -113,7 +113,7 @@ class RowCache:
         self._rows: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
         self._telemetry: dict[str, LiveTelemetry] = {}
 
-    def rows(self, snap: LiveSnapshot) -> dict[str, dict[str, Any]]:
+    def rows(self, snap: ExportSnapshot) -> dict[str, dict[str, Any]]:
         extra: Callable[[Any], dict[str, Any]] | None = None
         out: dict[str, dict[str, Any]] = {}
         for live in snap.runs:
@@ -169,7 +169,7 @@ def _gauge(name: str, doc: str, labels: list[str], unit: str = "") -> GaugeMetri
     return GaugeMetricFamily(name, doc, labels=labels, unit=unit)
 
 
-def families(snap: LiveSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric]:
+def families(snap: ExportSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric]:
     """Every metric family of one snapshot (pure: the collector's whole output)."""
     info = InfoMetricFamily("perfwatch_run", "One series per run, from queued on: its campaign job",
                             labels=RUN_LABELS)
@@ -288,7 +288,7 @@ def _add_ranks(fams: dict[str, GaugeMetricFamily], run_labels: list[str], report
         fams["perfwatch_rank_straggler"].add_metric(labels, 1.0 if r.rank == slow else 0.0)
 
 
-def _campaign(snap: LiveSnapshot) -> list[Metric]:
+def _campaign(snap: ExportSnapshot) -> list[Metric]:
     """The engine's counts (core/model/status.py `Counts`), every state and verdict listed (0 included), so
     each count's series lives as long as the campaign's."""
     labels = _texts(snap.campaign, snap.logdir, snap.hostname)

@@ -1,4 +1,4 @@
-"""What the metrics endpoint reads at scrape time: one immutable `LiveSnapshot` of a session.
+"""What the metrics endpoint reads at scrape time: one immutable `ExportSnapshot` of a session.
 
 `SessionSource` reads the snapshot the session's live engine (core/engine.py) last published:
 the same run views, process states and ETAs the TUI and `--headless` show, taken on the
@@ -40,7 +40,7 @@ class LiveRun:
 
 
 @dataclass(frozen=True, slots=True)
-class LiveSnapshot:
+class ExportSnapshot:
     campaign: str
     root: Path  # paths in report rows are relative to this (as `perfwatch report ROOT` prints them)
     runs: tuple[LiveRun, ...]
@@ -51,7 +51,7 @@ class LiveSnapshot:
 
 
 class Source(Protocol):
-    def snapshot(self) -> LiveSnapshot: ...
+    def snapshot(self) -> ExportSnapshot: ...
 
     def close(self) -> None: ...
 
@@ -64,12 +64,12 @@ class SessionSource:
         self._sampler: Any = None
         self._lock = threading.Lock()
 
-    def snapshot(self) -> LiveSnapshot:
+    def snapshot(self) -> ExportSnapshot:
         s = self.session
         snap = s.engine.snapshot if s.engine is not None else None
         logdir, host = str(Path(s.logdir).resolve()), socket.gethostname()
         if snap is None:
-            return LiveSnapshot(s.title, s.book.root, (), None, logdir, host)
+            return ExportSnapshot(s.title, s.book.root, (), None, logdir, host)
         runs = []
         for rid in snap.run_ids():  # the logs' order, then runs with no log yet (queued)
             view, info, eta, status = snap.views.get(rid), snap.procs.get(rid), snap.etas.get(rid), snap.statuses.get(rid)
@@ -81,7 +81,7 @@ class SessionSource:
                                     ranks))
             elif view is not None:  # logs nobody controls
                 runs.append(LiveRun(rid, view, group_of(view), status.word, (), eta, status.state.alive, ranks))
-        return LiveSnapshot(s.title, s.book.root, tuple(runs), snap.devices or self._telemetry(snap.procs), logdir,
+        return ExportSnapshot(s.title, s.book.root, tuple(runs), snap.devices or self._telemetry(snap.procs), logdir,
                             host, snap.counts)
 
     def _telemetry(self, procs: Mapping[str, Any]) -> Snapshot | None:
