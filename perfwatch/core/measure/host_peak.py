@@ -53,7 +53,6 @@ def cpu_model() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-
     return platform.processor() or platform.machine() or "unknown cpu"
 
 

@@ -343,7 +343,7 @@ _CHECKERS: dict[tuple[str, str | None], Any] = {}
 
 def _checker(rc: Any, ruleset: str, benchmark: str | None) -> Any:
     """One `RCP_Checker` per (ruleset, benchmark) for the worker's life: building one loads the RCP data and
-    computes its statistics and pruning (~30 ms), which `check_directory` does again for every folder."""
+    computes its statistics and pruning, which `check_directory` does again for every folder."""
     key = (ruleset, benchmark)
     if key not in _CHECKERS:
         _CHECKERS[key] = rc.RCP_Checker(USAGE, ruleset, benchmark, False, None)
