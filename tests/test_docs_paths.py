@@ -2,8 +2,8 @@
 
 A path counts when it starts with one of the repository's folders or perfwatch's packages
 (`docs/watch.md`, `core/ingest/tail.py`, `ui/widgets/plot.py`) and is found as written or as the end of a
-tracked path; a bare module name (`nvml.py`) must be some tracked file's name. Names of a user's own files
-in examples (`train.py`) are not the repository's and are listed below.
+tracked path; a bare module name (`nvml.py`) must be some tracked file's name. Files in examples that are
+not the repository's (a user's `train.py`) are listed below.
 """
 
 from __future__ import annotations
@@ -22,7 +22,8 @@ FOLDERS = {
     "backends", "commands", "control", "core", "exporters", "ingest", "instrument", "measure", "mlperf", "model",
     "results", "screens", "telemetry", "text", "ui", "widgets",
 }
-USER_FILES = {"train.py", "run_pretraining.py", "workloads/X.py", "workloads/bert.py"}  # examples of a user's own
+# examples of files that are not this repository's: a user's script, a submitter's code in a results tree
+USER_FILES = {"train.py", "run_pretraining.py", "workloads/X.py", "workloads/bert.py", "mllog_utils.py"}
 PATH = re.compile(r"(?<![\w./~$-])((?:[\w.-]+/)*[\w-]+\.(?:py|md|tcss|toml|yaml|json|png|sh))(?![\w/])")
 DOCS = ["README.md", "DESIGN.md", "CHANGELOG.md", "benchmarks/RESULTS.md", "docs/*.md"]
 

@@ -6,7 +6,7 @@ line's length (a 20 MB line runs for hours), and the package's code runs the rul
 
 - perfwatch hands them only files it parsed as valid mllog (`unreadable`: no line that carries
   `:::MLLOG` without decoding); a file that is not is named instead of being handed over;
-- each call runs in one worker process (`python -m perfwatch.core.mlperf.bounded`, started on first
+- each call runs in one worker process (`python -m perfwatch.core.mlperf.bounded_worker`, started on first
   use and reused, so scipy and the checkers are imported once per command) under a deadline: past
   it the worker's process group is killed, the call raises `OfficialTimeout`, and the next call
   starts a fresh worker;
@@ -79,7 +79,7 @@ class Worker:
         here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
         env["PYTHONPATH"] = os.pathsep.join(p for p in (here, env.get("PYTHONPATH", "")) if p)
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "perfwatch.core.mlperf.bounded"],
+            [sys.executable, "-m", "perfwatch.core.mlperf.bounded_worker"],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
             cwd=self._home.name, env=env, start_new_session=True)
         return self._proc
@@ -167,34 +167,3 @@ def rcp_verdict(paths: Sequence[str], benchmark: str, ruleset: str, as_benchmark
 def compliance(path: str, ruleset: str | None, root: str | None, budget_s: float = CHECK_BUDGET_S) -> dict[str, Any]:
     """`checker.check_here` in the worker: the result as `CheckResult.to_json()`."""
     return shared().call("check", {"path": path, "ruleset": ruleset, "root": root}, budget_s)
-
-
-# ---- the worker side ------------------------------------------------------------------------------------
-def _serve(request: dict[str, Any]) -> Any:
-    args = request.get("args") or {}
-    if request.get("call") == "rcp":
-        from perfwatch.core.mlperf import rcp
-
-        return rcp.run_checker_here(args["paths"], args["benchmark"], args["ruleset"],
-                                    bool(args["as_benchmark"])).to_json()
-    if request.get("call") == "check":
-        from perfwatch.core.mlperf import checker
-
-        return checker.check_here(args["path"], ruleset=args["ruleset"], root=args["root"]).to_json()
-    raise ValueError(f"unknown call {request.get('call')!r}")
-
-
-def main() -> None:
-    out = sys.stdout
-    sys.stdout = sys.stderr  # what the official code prints never mixes with the answers
-    for line in sys.stdin:
-        try:
-            answer: dict[str, Any] = {"result": _serve(json.loads(line))}
-        except Exception as exc:
-            answer = {"error": f"{type(exc).__name__}: {exc}"}
-        out.write(json.dumps(answer, default=str) + "\n")
-        out.flush()
-
-
-if __name__ == "__main__":
-    main()
