@@ -202,3 +202,22 @@ async def test_keys_are_answered_while_a_controller_poll_is_slow(session, monkey
         release.set()
         await until(pilot, lambda: _proc(app, "spin.r0").state == "stopped", "spin.r0 stopped")
         await until(pilot, lambda: "stopped" in table(app).row("spin.r0").cells["state"], "the stopped row")
+
+
+
+def test_campaign_view_counts_a_run_that_crashed_before_run_stop_as_ended() -> None:
+    """The campaign view's stopped/runs from the engine's states, as the header and report count them."""
+    from perfwatch.core.model.run import Run
+    from perfwatch.core.model.status import RunStatus, State, Verdict
+    from perfwatch.core.results.groups import group_rows
+
+    run = Run("job.r0")
+    run.feed_block(b':::MLLOG {"namespace": "", "time_ms": 1000, "event_type": "INTERVAL_START", '
+                   b'"key": "run_start", "value": null, "metadata": {}}\n', last=True)
+    view = run.view()
+    assert view.phase != "stopped"  # the log never said run_stop
+    (row,) = group_rows({"job.r0": view})
+    assert row.stopped == 0
+    crashed = RunStatus(State.CRASHED, Verdict.NO_TARGET, "crashed with exit 2", True, "failed")
+    (row,) = group_rows({"job.r0": view}, statuses={"job.r0": crashed})
+    assert row.stopped == 1

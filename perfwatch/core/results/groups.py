@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 from perfwatch.core.mlperf.rcp import not_applicable, required_runs
 from perfwatch.core.mlperf.rulesets import StandsFor
+from perfwatch.core.model.status import RunStatus
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.comparison import Side, compare, sides
 from perfwatch.core.results.live_rcp import group_projection, identity
@@ -70,8 +71,11 @@ def group_runs(views: Iterable[RunView]) -> dict[str, list[RunView]]:
     return out
 
 
-def group_rows(views: Mapping[str, RunView], baseline: str | None = None) -> list[GroupRow]:
-    """One row per group, sorted by name; `baseline` names the group the others are compared with."""
+def group_rows(views: Mapping[str, RunView], baseline: str | None = None,
+               statuses: Mapping[str, RunStatus] | None = None) -> list[GroupRow]:
+    """One row per group, sorted by name; `baseline` names the group the others are compared with.
+    `statuses`: the engine's judgement of each run (core/model/status.py), which counts a run that
+    crashed or was killed before its log said run_stop as ended; without it, the log's phase decides."""
     groups = group_runs(views.values())
     base = groups.get(baseline) if baseline else None
     rows = []
@@ -88,7 +92,7 @@ def group_rows(views: Mapping[str, RunView], baseline: str | None = None) -> lis
                 speedup, interval = comps[0].speedup, comps[0].interval
         rows.append(GroupRow(
             group=name, benchmark=bench, runs=len(members),
-            stopped=sum(v.phase == "stopped" for v in members),
+            stopped=sum(_ended(v, statuses) for v in members),
             converged=len(side.minutes) if side is not None else 0, needed=runs_needed(bench),
             score_minutes=side.score if side is not None else None, note=side.note if side is not None else "",
             energy_kj=side.energy_median if side is not None else None, speedup=speedup, interval=interval,
@@ -97,6 +101,11 @@ def group_rows(views: Mapping[str, RunView], baseline: str | None = None) -> lis
             energy_note=side.energy_note if side is not None else "",
         ))
     return rows
+
+
+def _ended(view: RunView, statuses: Mapping[str, RunStatus] | None) -> bool:
+    status = statuses.get(view.run_id) if statuses is not None else None
+    return status.state.ended if status is not None else view.phase == "stopped"
 
 
 _SIDES: dict[tuple[tuple[str, int], ...], Side | None] = {}

@@ -68,7 +68,7 @@ class GroupsScreen(Screen[None]):
         self.engine = engine
         self.baseline = baseline
         self.rows: list[GroupRow] = []
-        self._key: tuple[tuple[str, int], ...] | None = None
+        self._key: tuple[tuple[str, int, str], ...] | None = None
         self._last = 0.0
 
     def compose(self) -> ComposeResult:
@@ -90,15 +90,16 @@ class GroupsScreen(Screen[None]):
             return
         # the runs themselves, not the snapshot's sequence: a device sample or an energy update publishes
         # a new snapshot with the same views, and recomputing the groups (a bootstrap each) for it is waste
-        key = tuple((rid, v.version) for rid, v in snap.views.items())
+        key = tuple((rid, v.version, snap.statuses[rid].word if rid in snap.statuses else "")
+                    for rid, v in snap.views.items())
         if not force and (key == self._key or time.monotonic() - self._last < REFRESH_S):
             return
         self._key, self._last = key, time.monotonic()
-        self._compute(snap.views, self.baseline)
+        self._compute(snap.views, self.baseline, snap.statuses)
 
     @work(thread=True, exclusive=True)
-    def _compute(self, views: object, baseline: str | None) -> None:
-        rows = group_rows(views, baseline)  # type: ignore[arg-type]
+    def _compute(self, views: object, baseline: str | None, statuses: object) -> None:
+        rows = group_rows(views, baseline, statuses)  # type: ignore[arg-type]
         self.app.call_from_thread(self._show, rows)
 
     def _show(self, rows: list[GroupRow]) -> None:
