@@ -287,3 +287,38 @@ def test_two_node_torchrun_job_rendezvous_from_the_allocation(slurm_two_nodes, t
     for node, mean in cpu_means.items():
         assert abs(row["telemetry_nodes"][node]["cpu_mean"] - mean) < 1e-6
     assert abs(row["cpu_mean"] - sum(cpu_means.values())) < 1e-6  # the run's total: both nodes added
+
+
+def test_a_hung_rank_of_a_two_node_job_is_found_with_every_ranks_stacks(slurm_two_nodes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """The hang watchdog on a 2-node Slurm job: rank 1 (node n2) stops before its collective; the run turns
+    stalled, both ranks' stacks are captured through a step on their nodes, and `on_stall: stop` ends it."""
+    import shutil
+
+    if shutil.which("py-spy") is None:
+        pytest.skip('py-spy is not installed (pip install "perfwatch[diagnose]")')
+    env = {**os.environ, **slurm_two_nodes.env()}
+    path = campaign_file(tmp_path, """
+        name: hang
+        relative_to: current_dir
+        scheduler: {backend: slurm}
+        defaults: {threads: 1, timeout: 4m, stall_after: 5s, stall_factor: 5, on_stall: stop, grace: 5s}
+        jobs:
+          - name: ddp
+            benchmark: mlp_regression
+            launcher: {type: torchrun, nnodes: 2, nproc_per_node: 1}
+            cmd: [python, workloads/mlp.py, --no-flops]
+            args: {--batch-size: 64, --hidden: 64, --depth: 2, --train-samples: 4096, --eval-samples: 512,
+                   --log-interval: 0.5, --target: 2, --max-epochs: 50, --hang-rank: "1:40"}
+        """)
+    logdir = tmp_path / "logdir"
+    done = perfwatch("launch", str(path), "--headless", "--logdir", str(logdir), env=env)
+    out = done.stdout + done.stderr
+    assert "stalled" in out and "stopped by the hang watchdog (on_stall: stop)" in out, out[-3000:]
+    (capture,) = sorted((logdir / "ddp.r0" / "stacks").glob("*.json"))
+    record = json.loads(capture.read_text())
+    assert record["stuck_ranks"] == [1] and record["waiting_ranks"] == [0], record
+    by_rank = {r["rank"]: r for r in record["ranks"]}
+    assert {r["node"] for r in by_rank.values()} == {"n1", "n2"}  # Slurm's node names, not the host's
+    for r in by_rank.values():
+        assert not r.get("error") and r["threads"], r  # captured through a step on the rank's own node
+    assert any(f.startswith("drill_batches") for t in by_rank[1]["threads"] for f in t["frames"])

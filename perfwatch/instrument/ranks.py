@@ -48,6 +48,12 @@ ENV_RANKS = "PERFWATCH_RANKS"  # "0" turns per-rank timing off
 MAX_DURATIONS = 256  # step durations kept per window record
 
 
+def node_name() -> str:
+    """The node this rank runs on: Slurm's name for it inside a job step (what its telemetry file and
+    `srun --nodelist` use), else the host name."""
+    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+
+
 class Phase:
     """What a rank is doing, as its heartbeat says (plain strings in the file)."""
 
@@ -88,7 +94,7 @@ class RankTimer:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._fd: int | None = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
         self._write({"kind": "rank", "rank": rank, "local_rank": local_rank, "world_size": world_size,
-                     "node": socket.gethostname(), "pid": os.getpid(), "device": device, "gpu": gpu,
+                     "node": node_name(), "pid": os.getpid(), "device": device, "gpu": gpu,
                      "gpu_uuid": gpu_uuid, "t": self._wall(clock())})
         self._stop = threading.Event()
         self._beat: threading.Thread | None = None

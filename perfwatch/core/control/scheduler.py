@@ -604,7 +604,8 @@ class Scheduler:
             run.stalled = True
             self._set(run, RunState.STALLED, verdict.why)
             host = socket.gethostname()
-            run.capture = threading.Thread(target=self._capture, args=(folder, stats, verdict, host),
+            job = (run.proc.facts() if run.proc else {}).get("slurm_job_id")  # Slurm: a step reaches its nodes
+            run.capture = threading.Thread(target=self._capture, args=(folder, stats, verdict, host, job),
                                            name=f"perfwatch-stacks-{run.spec.run_id}", daemon=True)
             run.captured = False
             run.capture.start()
@@ -621,9 +622,10 @@ class Scheduler:
                   reason=f"{run.reason}; stopped by the hang watchdog (on_stall: {run.spec.on_stall})")
 
     @staticmethod
-    def _capture(folder: Path, stats: list[ranks.RankStats], verdict: ranks.StallVerdict, host: str) -> None:
+    def _capture(folder: Path, stats: list[ranks.RankStats], verdict: ranks.StallVerdict, host: str,
+                 slurm_job: str | None) -> None:
         try:
-            ranks.capture_stacks(folder, stats, verdict, now=time.time(), host=host)
+            ranks.capture_stacks(folder, stats, verdict, now=time.time(), host=host, slurm_job=slurm_job)
         except OSError as exc:  # a full or read-only LOGDIR: the stall itself is still shown
             log.warning("cannot keep the stacks of %s: %s", folder, exc)
 

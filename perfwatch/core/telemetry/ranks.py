@@ -390,9 +390,10 @@ def stuck_ranks(stats: Sequence[RankStats], collective_by_stack: Mapping[int, bo
 
 # ---- capture -------------------------------------------------------------------------------------------
 def capture_stacks(run_folder: Path | str, stats: Sequence[RankStats], verdict: StallVerdict, *,
-                   now: float, host: str) -> Path:
-    """Capture every local rank's Python stacks once, ask the Flight Recorder to dump where the job
-    enabled it, and keep both with the ranks' heartbeats in `<run>/stacks/<stamp>.json`."""
+                   now: float, host: str, slurm_job: str | None = None) -> Path:
+    """Capture every rank's Python stacks once (ranks on other nodes of Slurm job `slurm_job` through a
+    step beside the job's own), ask the Flight Recorder to dump where the job enabled it (local ranks),
+    and keep both with the ranks' heartbeats in `<run>/stacks/<stamp>.json`."""
     import time
 
     from perfwatch.core.telemetry import stacks as st
@@ -403,12 +404,13 @@ def capture_stacks(run_folder: Path | str, stats: Sequence[RankStats], verdict: 
     for s in stats:
         entry: dict[str, Any] = {"rank": s.rank, "node": s.node, "pid": s.pid, "phase": s.phase,
                                  "phase_since": s.phase_since, "collective_since": s.collective_since}
+        remote = s.node not in (None, host)
         if s.ended:
             entry["error"] = "this rank had ended"
-        elif s.pid is None or s.node not in (None, host):
+        elif s.pid is None or (remote and slurm_job is None):
             entry["error"] = f"on node {s.node}: not reachable from {host}"
         else:
-            dump = st.dump_stacks(s.pid)
+            dump = st.dump_stacks(s.pid, on=st.slurm_step(slurm_job, str(s.node)) if remote and slurm_job else None)
             by_stack[s.rank] = st.in_collective(dump)
             entry.update(dump.as_json())
             entry["in_collective"] = by_stack[s.rank]

@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["COLLECTIVE_FRAMES", "ProcessStacks", "dump_stacks", "in_collective", "py_spy",
+__all__ = ["COLLECTIVE_FRAMES", "ProcessStacks", "dump_stacks", "in_collective", "py_spy", "slurm_step",
            "trigger_flight_recorder"]
 
 PY_SPY_TIMEOUT_S = 20.0
@@ -73,13 +73,21 @@ def py_spy() -> str | None:
     return shutil.which("py-spy")
 
 
-def dump_stacks(pid: int, *, timeout_s: float = PY_SPY_TIMEOUT_S) -> ProcessStacks:
-    """Every thread's Python stack of `pid` (py-spy dump --json), or the reason there is none."""
+def slurm_step(job_id: str, node: str) -> list[str]:
+    """The argv prefix that runs a command on `node` inside Slurm job `job_id`, beside its own steps."""
+    return ["srun", f"--jobid={job_id}", "--overlap", "--nodes=1", "--ntasks=1", f"--nodelist={node}",
+            "--quiet"]
+
+
+def dump_stacks(pid: int, *, timeout_s: float = PY_SPY_TIMEOUT_S, on: list[str] | None = None) -> ProcessStacks:
+    """Every thread's Python stack of `pid` (py-spy dump --json), or the reason there is none.
+    `on`: an argv prefix that runs py-spy where the process is (`slurm_step`); the same py-spy path is
+    used there (a shared software tree, as a Slurm cluster has)."""
     exe = py_spy()
     if exe is None:
         return ProcessStacks(pid, error='py-spy is not installed (pip install "perfwatch[diagnose]")')
     try:
-        proc = subprocess.run([exe, "dump", "--json", "--pid", str(int(pid))], capture_output=True,
+        proc = subprocess.run([*(on or []), exe, "dump", "--json", "--pid", str(int(pid))], capture_output=True,
                               text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
         return ProcessStacks(pid, error=f"py-spy did not answer within {timeout_s:g} s")
