@@ -207,9 +207,12 @@ async def test_every_front_end_shows_the_same_states_and_counts_as_the_tui(tmp_p
             await until(pilot, lambda: all(state(r) == e[0] for r, e in EXPECTED.items()), "every run ended",
                         steps=2400)
             assert stop.result(timeout=0) is None and kill.result(timeout=0) is None
+            # the header is repainted at most once a second: wait for the paint after the last state change
             await until(pilot, lambda: app.main.settled and all(
                 rid in table(app)._rows and table(app)._rows[rid].cells["state"].split()[-1] == e[0]
-                for rid, e in EXPECTED.items()), "every row painted")
+                for rid, e in EXPECTED.items())
+                and f"{COUNTS['failed']} failed" in str(app.main.query_one("#header-bar").render()),
+                "every row and the header painted")
             snap = app.engine.snapshot
             rows = {rid: row.cells for rid, row in table(app)._rows.items()}
             header = str(app.main.query_one("#header-bar").render())

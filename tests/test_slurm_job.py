@@ -117,11 +117,11 @@ def test_per_node_telemetry_files_are_read_as_one_run_with_totals_and_nodes(tmp_
     from perfwatch.core.measure.columns import report_extra
     from perfwatch.core.model.run import Run
     from perfwatch.exporters.metrics import families
-    from perfwatch.exporters.source import LiveRun, LiveSnapshot
+    from perfwatch.exporters.source import ExportSnapshot, LiveRun
 
     view = Run("bert.r0", str(run / "mllog.txt")).view()
     rows = {"bert.r0": report_extra(view, cpu="off")}
-    snap = LiveSnapshot("c", tmp_path, (LiveRun("bert.r0", view, "bert", "running", ()),), None)
+    snap = ExportSnapshot("c", tmp_path, (LiveRun("bert.r0", view, "bert", "running", ()),), None)
     got = {(s.name, s.labels.get("node")): s.value for fam in families(snap, rows) for s in fam.samples
            if s.labels.get("run") == "bert.r0"}
     assert got[("perfwatch_run_node_cpu_mean_ratio", "n1")] == 0.75  # 1 = one core busy
