@@ -104,8 +104,9 @@ def group_rows(views: Mapping[str, RunView], baseline: str | None = None,
 
 
 def _ended(view: RunView, statuses: Mapping[str, RunStatus] | None) -> bool:
+    """The log says run_stop, or the engine judged the run ended (it crashed or was killed first)."""
     status = statuses.get(view.run_id) if statuses is not None else None
-    return status.state.ended if status is not None else view.phase == "stopped"
+    return view.phase == "stopped" or (status is not None and status.state.ended)
 
 
 _SIDES: dict[tuple[tuple[str, int], ...], Side | None] = {}
