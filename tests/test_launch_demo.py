@@ -53,7 +53,9 @@ def test_demo_campaign_headless_every_run_reaches_its_target(tmp_path: Path) -> 
     # (a value, not a bound: a peak measured while other work loads the CPUs is low, flagged as such)
     assert all(r["mfu"] is not None and r["mfu"] > 0 for r in rows), [(r["run_id"], r["mfu"], r["mfu_reason"])
                                                                     for r in rows]
-    assert all("measured CPU peak, 1 threads, fp32" in r["peak_used"] for r in rows)
+    # (on a GPU machine the runs that got a GPU are measured against its datasheet peak instead)
+    assert all("measured CPU peak, 1 threads, fp32" in r["peak_used"] or "datasheet" in r["peak_used"]
+               for r in rows), [r["peak_used"] for r in rows]
     # runs train long enough for the live view: every run evaluated at least 6 times before its target
     for rid in ids:
         evals = (logdir / rid / "mllog.txt").read_text().count('"key": "eval_accuracy"')
