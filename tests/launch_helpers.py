@@ -1,4 +1,4 @@
-"""Shared helpers for the launch/scheduler/attach tests: real processes, always cleaned up."""
+"""Shared helpers for the launch, scheduler, attach and metrics-endpoint tests: real processes and servers, always cleaned up."""
 
 from __future__ import annotations
 
@@ -63,3 +63,30 @@ def kill_groups(pgids: set[int]) -> None:
 
 def run_pgids(sched: Scheduler) -> set[int]:
     return {i.pgid for i in sched.procs().values() if i.pgid}
+
+
+def scrape_once(snap) -> str:  # type: ignore[no-untyped-def]
+    """Serve one fixed `ExportSnapshot` on a free loopback port and return one real HTTP scrape of it."""
+    import socket
+    import urllib.request
+
+    from perfwatch.exporters import metrics
+
+    class Fixed:
+        def snapshot(self):  # type: ignore[no-untyped-def]
+            return snap
+
+        def close(self) -> None:
+            pass
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    server = metrics.bind("127.0.0.1", port)
+    server.serve(Fixed())
+    try:
+        with urllib.request.urlopen(server.url, timeout=30) as resp:
+            assert resp.status == 200
+            return resp.read().decode("utf-8")
+    finally:
+        server.close()

@@ -12,13 +12,12 @@ import io
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
+from launch_helpers import scrape_once
 from prometheus_client.parser import text_string_to_metric_families
 
 SRC = Path(__file__).parent / "data/mlperf-logs/v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_0.txt"
@@ -83,31 +82,13 @@ def test_check_compare_and_attach_once(hostile: Path) -> None:
 
 def test_metrics_endpoint_escapes_names(hostile: Path) -> None:
     from perfwatch.core.model import book as runbook
-    from perfwatch.exporters import metrics
     from perfwatch.exporters.source import ExportSnapshot, LiveRun
 
     book = runbook.load(hostile)
     snap = ExportSnapshot("camp\udcff", hostile, tuple(LiveRun(v.run_id, v, "job\udcfe", "succeeded", ())
                                                      for v in book.views()), None)
 
-    class Fixed:
-        def snapshot(self) -> ExportSnapshot:
-            return snap
-
-        def close(self) -> None:
-            pass
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = metrics.bind("127.0.0.1", port)
-    server.serve(Fixed())
-    try:
-        with urllib.request.urlopen(server.url, timeout=30) as resp:
-            assert resp.status == 200
-            text = resp.read().decode("utf-8")
-    finally:
-        server.close()
+    text = scrape_once(snap)
     runs = {s.labels["run"] for f in text_string_to_metric_families(text) for s in f.samples
             if s.name == "perfwatch_run_info"}
     assert runs == {"bench/r\\xff", "bench\nresult_9/result_0", "=HYPERLINK(1)"}  # the parser un-escapes \n

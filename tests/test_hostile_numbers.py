@@ -10,13 +10,12 @@ import io
 import json
 import math
 import re
-import socket
 import subprocess
 import sys
-import urllib.request
 from pathlib import Path
 
 import pytest
+from launch_helpers import scrape_once
 from prometheus_client.parser import text_string_to_metric_families
 
 SRC = Path(__file__).parent / "data/mlperf-logs/v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_0.txt"
@@ -89,30 +88,13 @@ def test_compare_and_attach_once(hostile: Path) -> None:
 
 def test_metrics_endpoint(hostile: Path) -> None:
     from perfwatch.core.model import book as runbook
-    from perfwatch.exporters import metrics
     from perfwatch.exporters.source import ExportSnapshot, LiveRun
 
     book = runbook.load(hostile)
     snap = ExportSnapshot("camp", hostile, tuple(LiveRun(v.run_id, v, "job", "succeeded", ()) for v in book.views()),
                         None)
 
-    class Fixed:
-        def snapshot(self) -> ExportSnapshot:
-            return snap
-
-        def close(self) -> None:
-            pass
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    server = metrics.bind("127.0.0.1", port)
-    server.serve(Fixed())
-    try:
-        with urllib.request.urlopen(server.url, timeout=30) as resp:
-            text = resp.read().decode()
-    finally:
-        server.close()
+    text = scrape_once(snap)
     values = {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples}
     assert values["perfwatch_run_power_mean_watts"] == pytest.approx(275.0)
     assert all(math.isfinite(v) for v in values.values())
