@@ -260,3 +260,20 @@ def test_a_multi_node_runs_straggler_is_joined_to_its_nodes_gpu_telemetry(tmp_pa
     assert report is not None and report.straggler is not None and report.straggler.rank == 2
     assert report.straggler.cause == "GPU 0 on n2 power-capped 100 % of the last minute"
     assert report.gpus[0]["reasons"] == {} and report.gpus[2]["reasons"] == {"sw_power_cap": 1.0}
+
+
+def test_a_long_rank_file_is_read_from_its_tail_keeping_its_header(tmp_path: Path) -> None:
+    """Hours of records: the last minute and the rank's identity are what the statistics need."""
+    path = layout.rank_file(tmp_path, 0)
+    path.parent.mkdir()
+    lines = [{"kind": "rank", "rank": 0, "node": "n7", "pid": 42, "t": 0.0}]
+    lines += [{"kind": "steps", "t": float(i), "steps": 100 * i, "step_s": [0.5] * 100, "span_s": 1.0,
+               "coll_s": 0.1, "data_s": 0.0} for i in range(1, 4001)]
+    lines.append({"kind": "steps", "t": 4001.0, "steps": 400100, "step_s": [0.25] * 100, "span_s": 1.0,
+                  "coll_s": 0.1, "data_s": 0.0})
+    path.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    assert path.stat().st_size > R.MAX_RANK_FILE_BYTES
+    (rf,) = R.read_rank_files(tmp_path)
+    assert rf.info["node"] == "n7" and rf.bad_lines == 0 and rf.windows[-1]["steps"] == 400100
+    (s,) = R.rank_stats([rf])
+    assert s.node == "n7" and s.pid == 42 and s.steps == 400100 and s.step_now_s == 0.25

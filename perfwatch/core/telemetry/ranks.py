@@ -45,7 +45,9 @@ CLOCK_CAUSE_RATIO = 0.90  # SM clock <= 90 % of the other GPUs' median
 DEFAULT_STALL_FACTOR = 10.0
 STALL_FLOOR_S = 30.0
 EVAL_FLOOR_S = 300.0
-MAX_RANK_FILE_BYTES = 64 << 20  # a rank file is read from its last 64 MiB at most
+# a rank file is read from its last MiB (its header line from the start): the last minute of records is a few
+# hundred KiB, and the campaign owner reads every live rank file every 2 s
+MAX_RANK_FILE_BYTES = 1 << 20
 
 # NVML clock-event reason -> words (the ones that slow a GPU down; idle and app clocks are not causes)
 SLOWDOWN_REASONS = {
