@@ -138,6 +138,43 @@ def sampler_cost(sampler: NvmlSampler, ticks: int = 50) -> None:
     cpu = (time.process_time() - c0) / ticks
     print(f"\nNVML sampler: {wall * 1e3:.2f} ms wall, {cpu * 1e3:.2f} ms CPU per sample of {len(status.gpus)} GPU(s)"
           f" = {cpu * 100:.2f} % of a core at 1 Hz  [{names}]")
+    nvml_call_costs(names)
+
+
+def nvml_call_costs(names: str, calls: int = 50) -> None:
+    """CPU time of each NVML call the sampler makes per GPU and tick, on GPU 0: where a tick's cost goes."""
+    import pynvml as nv
+
+    nv.nvmlInit()
+    try:
+        h = nv.nvmlDeviceGetHandleByIndex(0)
+        reads: dict[str, Any] = {
+            "utilization": lambda: nv.nvmlDeviceGetUtilizationRates(h),
+            "memory": lambda: nv.nvmlDeviceGetMemoryInfo(h),
+            "compute processes": lambda: nv.nvmlDeviceGetComputeRunningProcesses(h),
+            "graphics processes": lambda: nv.nvmlDeviceGetGraphicsRunningProcesses(h),
+            "power": lambda: nv.nvmlDeviceGetPowerUsage(h),
+            "enforced power limit": lambda: nv.nvmlDeviceGetEnforcedPowerLimit(h),
+            "temperature": lambda: nv.nvmlDeviceGetTemperature(h, 0),
+            "sm clock": lambda: nv.nvmlDeviceGetClockInfo(h, 1),
+            "mem clock": lambda: nv.nvmlDeviceGetClockInfo(h, 2),
+            "clock event reasons": lambda: nv.nvmlDeviceGetCurrentClocksEventReasons(h),
+            "total energy": lambda: nv.nvmlDeviceGetTotalEnergyConsumption(h),
+        }
+        print(f"NVML calls, CPU per call on GPU 0 over {calls} calls  [{names}]")
+        for label, read in reads.items():
+            try:
+                read()
+            except Exception as exc:  # a field this board lacks
+                print(f"  {label:22s} unavailable: {type(exc).__name__}")
+                continue
+            w0, c0 = time.perf_counter(), time.process_time()
+            for _ in range(calls):
+                read()
+            print(f"  {label:22s} {(time.process_time() - c0) / calls * 1e3:7.3f} ms CPU"
+                  f"  {(time.perf_counter() - w0) / calls * 1e3:7.3f} ms wall")
+    finally:
+        nv.nvmlShutdown()
 
 
 def _load_workload(name: str) -> Any:

@@ -96,3 +96,24 @@ def test_launch_demo_plans_the_packaged_campaign_from_any_folder(tmp_path: Path)
     both = subprocess.run([sys.executable, "-m", "perfwatch", "launch", "--demo", str(ROOT / "workloads/demo.yaml")],
                           cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert both.returncode == 2 and "name a campaign YAML file, or --demo" in both.stderr
+
+
+def test_launch_only_picks_runs_by_job_group_or_run_id(tmp_path: Path) -> None:
+    def plan(*names: str) -> subprocess.CompletedProcess[str]:
+        only = [arg for name in names for arg in ("--only", name)]
+        return subprocess.run([sys.executable, "-m", "perfwatch", "launch", "workloads/demo.yaml", *only, "--dry-run"],
+                              cwd=ROOT, capture_output=True, text=True, timeout=120)
+
+    # workloads/demo.yaml: job mlp is the grid bs32/bs64 x r0/r1, its baseline the group mlp.bs32
+    done = plan("mlp.bs32", "mlm")
+    assert done.returncode == 0, done.stderr
+    planned = [line.split()[0] for line in done.stdout.splitlines() if line.split()[1:2] == ["seed"]]
+    assert planned == ["mlp.bs32.r0", "mlp.bs32.r1", "mlm.r0"]
+    assert "campaign demo: 3 runs ->" in done.stdout and "baseline: mlp.bs32" in done.stdout
+    done = plan("cnn.r0")  # the baseline's runs are not launched: no baseline
+    planned = [line.split()[0] for line in done.stdout.splitlines() if line.split()[1:2] == ["seed"]]
+    assert planned == ["cnn.r0"] and "campaign demo: 1 run ->" in done.stdout and "baseline" not in done.stdout
+    wrong = plan("mlm", "mlp.bs128")
+    assert wrong.returncode == 2
+    assert "--only mlp.bs128: no such job, run group or run (jobs: mlp, cnn, mlm, mlp-ddp)" in wrong.stderr
+    assert wrong.stdout == ""

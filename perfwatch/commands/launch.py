@@ -30,6 +30,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--demo", action="store_true",
                    help="the demo campaign shipped with perfwatch (needs torch: pip install 'perfwatch[workloads]'); "
                    "its LOGDIR goes under ./runs/")
+    p.add_argument("--only", action="append", metavar="NAME",
+                   help="launch only the runs of this job, run group or run id (repeat it for more)")
     p.add_argument("--dry-run", action="store_true", help="print the expanded plan; start nothing")
     p.add_argument("--headless", action="store_true", help="plain progress lines and a final table (no TUI)")
     p.add_argument("--detach", action="store_true", help="run the campaign in the background and return")
@@ -55,7 +57,8 @@ def print_plan(campaign: Campaign, logdir: Path) -> None:
     from perfwatch.core.control.scheduler import planned_devices
     from perfwatch.core.mlperf.targets import official_target
 
-    print(f"campaign {campaign.name}: {len(campaign.runs)} runs -> {logdir}")
+    n = len(campaign.runs)
+    print(f"campaign {campaign.name}: {n} run{'s' if n != 1 else ''} -> {logdir}")
     mp = campaign.max_parallel if campaign.max_parallel is not None else "auto"
     print(f"max_parallel: {mp}" + (f"   baseline: {campaign.baseline}" if campaign.baseline else "")
           + ("   backend: slurm" if campaign.backend.backend == "slurm" else ""))
@@ -139,7 +142,7 @@ def demo_campaign() -> Path:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfwatch.core.control.campaign import CampaignError, load_campaign
+    from perfwatch.core.control.campaign import CampaignError, load_campaign, select_runs
     from perfwatch.core.engine import expand_logdir, launch_session
 
     if args.demo == (args.campaign is not None):
@@ -149,6 +152,8 @@ def run(args: argparse.Namespace) -> int:
         args.campaign = demo_campaign()
     try:
         campaign = load_campaign(args.campaign, backend=args.backend)
+        if args.only:
+            campaign = select_runs(campaign, args.only)
     except CampaignError as exc:
         print(f"perfwatch launch: {exc}", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -409,6 +409,25 @@ def _job_runs(y: LocatedNode, defaults: Settings, campaign: str, base: Path, gpu
     return runs
 
 
+def names_run(run: RunSpec, name: str) -> bool:
+    """Whether `name` is the run's job, run group or run id: how `baseline` and `launch --only` pick runs."""
+    return name in (run.job, run.group, run.run_id)
+
+
+def select_runs(campaign: Campaign, names: list[str]) -> Campaign:
+    """The campaign with only the runs some name picks (`launch --only`); the baseline stays if it is among them."""
+    unknown = [n for n in names if not any(names_run(r, n) for r in campaign.runs)]
+    if unknown:
+        jobs = ", ".join(dict.fromkeys(r.job for r in campaign.runs))
+        raise CampaignError(campaign.file, 0, "", f"--only {', '.join(unknown)}: no such job, run group or run"
+                                                  f" (jobs: {jobs})")
+    runs = tuple(r for r in campaign.runs if any(names_run(r, n) for n in names))
+    baseline = campaign.baseline
+    if baseline is not None and not any(names_run(r, baseline) for r in runs):
+        baseline = None
+    return replace(campaign, runs=runs, baseline=baseline)
+
+
 def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int, ...] | None = None,
                   backend: str | None = None) -> Campaign:
     """Validate and expand a campaign file; raises CampaignError naming file:line:field.
@@ -483,7 +502,7 @@ def load_campaign(path: str | Path, *, base: Path | None = None, gpus: tuple[int
     baseline = None
     if "baseline" in fields:
         baseline = fields["baseline"].string()
-        if not any(r.job == baseline or r.group == baseline or r.run_id == baseline for r in runs):
+        if not any(names_run(r, baseline) for r in runs):
             groups = sorted({r.group for r in runs})
             raise fields["baseline"].error(f"no job or run group {baseline!r}; have: {', '.join(groups)}")
     return Campaign(
