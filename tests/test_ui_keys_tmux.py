@@ -11,11 +11,13 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import psutil
 import pytest
 from test_e2e_tmux import Tmux, _pids, _state
+from test_metrics_endpoint import free_port
 from ui_helpers import WORKLOAD
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
@@ -101,9 +103,18 @@ def _owner_pid(logdir: Path) -> int | None:
     return (data.get("scheduler") or {}).get("pid")
 
 
+def _scrape_text(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+            return resp.read().decode()
+    except OSError:
+        return ""
+
+
 def test_leaving_with_queued_runs_hands_the_campaign_to_a_background_owner(tmp_path):
     """`q`, then "leave them running": the queued run is not orphaned (a background perfwatch starts it
-    when there is room) and the terminal says where the LOGDIR is and how to attach again."""
+    when there is room), the metrics endpoint moves to it, and the terminal says where the LOGDIR is and how
+    to attach again."""
     (tmp_path / "spin.py").write_text(WORKLOAD)
     (tmp_path / "c.yaml").write_text(
         "name: leave\ndefaults: {repeat: 2}\nscheduler: {max_parallel: 1}\n"
@@ -112,8 +123,9 @@ def test_leaving_with_queued_runs_hands_the_campaign_to_a_background_owner(tmp_p
     repo = Path(__file__).resolve().parents[1]
     env = f"PERFWATCH_CONFIG_DIR={tmp_path / 'cfg'} PYTHONPATH={repo}"
     logdir = tmp_path / "logdir"
-    cmd = (f"cd {tmp_path} && env {env} {sys.executable} -m perfwatch launch c.yaml --logdir logdir --theme dark;"
-           " echo perfwatch-exited; sleep 60")
+    port = free_port()
+    cmd = (f"cd {tmp_path} && env {env} {sys.executable} -m perfwatch launch c.yaml --logdir logdir --theme dark"
+           f" --metrics-port {port} --metrics-grace 0; echo perfwatch-exited; sleep 60")
     tmux = Tmux(f"pw-leave-{os.getpid()}")
     owner = None
     try:
@@ -132,6 +144,10 @@ def test_leaving_with_queued_runs_hands_the_campaign_to_a_background_owner(tmp_p
         _wait(lambda: _owner_pid(logdir) not in (None, tui_owner), "a background owner in perfwatch.json", tmux)
         owner = _owner_pid(logdir)
         assert owner is not None and _state(owner) not in ("gone", "zombie")
+        # the endpoint the user named is the background owner's now, with the campaign's runs on it
+        listening = [c for c in psutil.Process(owner).net_connections("tcp") if c.status == psutil.CONN_LISTEN]
+        assert [c.laddr.port for c in listening] == [port]
+        _wait(lambda: 'run="spin.r0"' in _scrape_text(port), "spin.r0 on the moved endpoint", tmux)
         pid0 = _pids(logdir)["spin.r0"]
         assert _state(pid0) in ("running", "sleeping")  # the running run was left running
         # room for the queued run: the background owner starts it

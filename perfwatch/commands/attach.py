@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
         if server is not None:
             server.close()
         return 2
-    return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=False),
+    return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=False, server=server),
                              args.metrics_grace)
 
 

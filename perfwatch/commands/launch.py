@@ -16,6 +16,7 @@ from perfwatch.commands._options import path_arg
 if TYPE_CHECKING:  # the engine is imported when a campaign runs, not for `perfwatch --help`
     from perfwatch.core.control.campaign import Campaign
     from perfwatch.core.engine import Session
+    from perfwatch.exporters.metrics import MetricsServer
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -116,15 +117,22 @@ def detach(logdir: Path, extra: list[str] | None = None) -> int:
     return 0
 
 
-def open_ui(session: Session, args: argparse.Namespace, *, stop_on_interrupt: bool) -> int:
-    """The TUI when stdout is a terminal and it is installed; headless otherwise."""
+def open_ui(session: Session, args: argparse.Namespace, *, stop_on_interrupt: bool,
+            server: MetricsServer | None = None) -> int:
+    """The TUI when stdout is a terminal and it is installed; headless otherwise. `server`: this
+    process's metrics endpoint, handed to the background owner when the user leaves runs going."""
     if not args.headless and (sys.stdout.isatty() or getattr(args, "tui", False)):
         try:
             from perfwatch.ui.entry import run_tui
         except ImportError:
             pass
         else:
-            return int(run_tui(session, theme=args.theme))
+            def handoff() -> list[str]:
+                if server is not None:
+                    server.close()  # the port is free again: the background owner listens on it from now on
+                return _metrics.forward(args)
+
+            return int(run_tui(session, theme=args.theme, handoff=handoff))
     from typing import TextIO, cast
 
     from perfwatch.text.escape import EscapingWriter
@@ -185,5 +193,5 @@ def run(args: argparse.Namespace) -> int:
         if url:
             print(f"  metrics: {url}")
         return rc
-    return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=True),
+    return _metrics.serving(server, session, lambda: open_ui(session, args, stop_on_interrupt=True, server=server),
                              args.metrics_grace)

@@ -374,6 +374,7 @@ class MetricsServer:
         self._httpd, self._thread = start_http_server(port, addr=host, registry=self.registry)
         self.host = host
         self.port = int(self._httpd.server_address[1])
+        self._closed = False
 
     @property
     def url(self) -> str:
@@ -403,6 +404,10 @@ class MetricsServer:
             pass
 
     def close(self) -> None:
+        """Stop listening; closing again does nothing (the TUI closes it early when a background owner takes over)."""
+        if self._closed:
+            return
+        self._closed = True
         self._httpd.shutdown()
         self._httpd.server_close()
         source, self.collector.source = self.collector.source, None

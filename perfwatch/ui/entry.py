@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from perfwatch.core.engine import Session
 
 
-def run_tui(session: Session, *, theme: str | None = None, sampler_interval: float = 1.0) -> int:
+def run_tui(session: Session, *, theme: str | None = None, sampler_interval: float = 1.0,
+            handoff: Callable[[], list[str]] | None = None) -> int:
     """Open the live view over `session`; returns the process exit status.
 
     On quit the controller (if any) is closed, stopping the runs only when the user asked to.
     Runs left going in a campaign this process owned are handed to a background owner (the one
     `launch --detach` starts), so queued runs still start and limits still hold. The terminal
-    then says where the LOGDIR is and how to open it again.
+    then says where the LOGDIR is and how to open it again. `handoff()` gives that owner's extra
+    options (the metrics endpoint, which it serves from then on).
     """
     from perfwatch.core.telemetry.sampling import default_sampler
     from perfwatch.ui.app import PerfwatchApp
@@ -29,7 +33,7 @@ def run_tui(session: Session, *, theme: str | None = None, sampler_interval: flo
     if left and session.owns_campaign:
         from perfwatch.commands.launch import detach
 
-        detach(logdir)  # says where the campaign and its logs are, and how to attach again
+        detach(logdir, handoff() if handoff is not None else None)  # says where the campaign and its logs are, and how to attach again
     elif left:
         print(f"runs left to the perfwatch that owns {logdir}\n  perfwatch attach {logdir}")
     else:
