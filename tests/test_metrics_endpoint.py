@@ -227,7 +227,7 @@ def test_gpu_series_carry_the_dcgm_exporters_labels() -> None:
                                        ("logdir", "/data/logdir"), ("run", "r1")))] == 1.0
     import re
 
-    documented = set(re.findall(r"`(perfwatch_[a-z_]+)`", (ROOT / "docs/metrics.md").read_text()))
+    documented = set(re.findall(r"`(perfwatch_[a-z0-9_]+)`", (ROOT / "docs/metrics.md").read_text()))
     assert {s.name for fam in openmetrics_families(text) for s in fam.samples} <= documented  # every series
 
 
@@ -272,8 +272,10 @@ def test_values_carry_no_float_noise() -> None:
 
 def registry_for_exposition(tmp_path: Path) -> CollectorRegistry:
     """A registry answering the endpoint's families for a snapshot in which every family has a sample."""
+    from perfwatch.core.layout import rank_file
     from perfwatch.core.measure.eta import Eta
     from perfwatch.core.model.run import Run
+    from perfwatch.core.telemetry.ranks import rank_report
     from perfwatch.core.telemetry.types import ProcTree
     from perfwatch.exporters.metrics import RUN_COUNTERS, RUN_GAUGES
 
@@ -290,8 +292,14 @@ def registry_for_exposition(tmp_path: Path) -> CollectorRegistry:
                                            throttle=("sw_power_cap",), energy_mj=8),))
     tele = Snapshot(time=time.time(), gpu=gpus, host=HostSample(cpu_percent=1.0, mem_used=1, mem_total=2),
                     runs={"r": ProcTree(pids=(1,), cpu_percent=50.0, rss=10)})
+    for rank in (0, 1):  # a distributed run: two ranks' timing files
+        path = rank_file(tmp_path, rank)
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(json.dumps({"kind": "rank", "rank": rank, "node": "n0", "t": 1.0}) + "\n"
+                        + json.dumps({"kind": "steps", "t": 2.0, "steps": 2, "step_s": [0.1, 0.2 + rank],
+                                      "span_s": 10.0, "coll_s": 1.0, "data_s": 0.5}) + "\n")
     live = LiveRun("r", run.view(), "j", "running", (0,), Eta("converging", at_ms=150_000, plus_minus_ms=1_000),
-                   alive=True)
+                   alive=True, ranks=rank_report(tmp_path))
     rows = {"r": {key: 1 for _, _, key, _, _ in (*RUN_GAUGES, *RUN_COUNTERS)}}
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Fixed(families(ExportSnapshot("c", tmp_path, (live,), tele, "/l", "h"), rows)))
@@ -340,7 +348,7 @@ def test_the_grafana_dashboard_is_valid_and_queries_only_exported_series(tmp_pat
     used_vars: set[str] = set()
     for expr in exprs:
         used_vars |= set(re.findall(r"\$(\w+)", expr))
-        for name, selector in re.findall(r"(perfwatch_[a-z_]+)(\{[^}]*\})?", expr):
+        for name, selector in re.findall(r"(perfwatch_[a-z0-9_]+)(\{[^}]*\})?", expr):
             assert name in labels_of, (name, expr)
             used = set(re.findall(r"(\w+)\s*=~?", selector))
             assert used <= labels_of[name], (name, used - labels_of[name])
