@@ -44,7 +44,6 @@ One computation for every front end: the TUI, `--headless` and `report` call `et
 
 from __future__ import annotations
 
-import functools
 import math
 import operator
 from collections.abc import Callable, Sequence
@@ -282,24 +281,9 @@ def rcp_prior(view: RunView) -> tuple[float, float, str] | None:
     # rehearsal of bert), and the prior would turn the curve's honest lower bound into a confident guess
     if rcp.not_applicable(view.benchmark, view.ruleset, view.division) is not None or not view.global_batch_size:
         return None
-    return _rcp_record(str(view.benchmark), str(view.ruleset), int(view.global_batch_size))
+    from perfwatch.core.mlperf.rcp import convergence_prior
 
-
-@functools.lru_cache(maxsize=32)
-def _rcp_record(benchmark: str, ruleset: str, batch: int) -> tuple[float, float, str] | None:
-    from perfwatch.core.mlperf import rcp
-
-    try:
-        from mlperf_logging.rcp_checker import rcp_checker as rc
-
-        with rcp._quiet():
-            checker = rc.RCP_Checker(rcp.USAGE, ruleset, benchmark, False)
-            record, _how = rcp._record(checker, batch)
-    except Exception:  # no RCP data, or a checker that cannot read it: no prior
-        return None
-    if record is None:
-        return None
-    return float(record["RCP Mean"]), float(record["RCP Stdev"]), rcp._unit(benchmark)
+    return convergence_prior(str(view.benchmark), str(view.ruleset), int(view.global_batch_size))
 
 
 def _bounded_by(eta: Eta, prior: tuple[float, float, str], points: Sequence[EvalPoint], start: float) -> Eta:

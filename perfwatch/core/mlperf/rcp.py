@@ -449,6 +449,23 @@ def _unit(benchmark: str) -> str:
     return "samples" if benchmark in _IN_SAMPLES else "epochs"
 
 
+@functools.lru_cache(maxsize=32)
+def convergence_prior(benchmark: str, ruleset: str, batch: int) -> tuple[float, float, str] | None:
+    """(RCP mean, RCP stdev, unit) of the record the checker would judge batch size `batch` against: how long
+    a reference run of this benchmark takes to converge; None without RCP data for it."""
+    try:
+        from mlperf_logging.rcp_checker import rcp_checker as rc
+
+        with _quiet():
+            checker = rc.RCP_Checker(USAGE, ruleset, benchmark, False)
+            record, _how = _record(checker, batch)
+    except Exception:  # no RCP data, or a checker that cannot read it
+        return None
+    if record is None:
+        return None
+    return float(record["RCP Mean"]), float(record["RCP Stdev"]), _unit(benchmark)
+
+
 # ---- live projection ------------------------------------------------------------------------------
 class Projection(msgspec.Struct, frozen=True):
     state: str  # "on track" | "normalised" | "fail" | "n/a" | "waiting"
