@@ -129,7 +129,7 @@ async def test_serve_caps_sessions_and_readonly_tabs_have_no_run_control(small_l
             assert await ws_status(ws, origin=own) == 503  # the second tab while the first is open
             cmds = attach_children(proc)
             assert cmds and all("--no-control" in c for c in cmds), cmds
-        deadline = time.monotonic() + 30  # the first tab closed: its process ends, a new tab is served
+        deadline = time.monotonic() + 90  # the first tab closed: its process ends, a new tab is served
         while attach_children(proc) and time.monotonic() < deadline:
             await asyncio.sleep(0.2)
         assert await ws_status(ws, origin=own) == 101

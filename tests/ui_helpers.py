@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import textwrap
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -43,13 +44,18 @@ def attach_app(path: Path, **kw: object) -> PerfwatchApp:
     return PerfwatchApp(session, **kw)  # type: ignore[arg-type]
 
 
-async def until(pilot, cond: Callable[[], bool], what: str, steps: int = 400) -> None:
-    """Let the app run until `cond()` holds (bounded number of short pauses; no timing asserted)."""
-    for _ in range(steps):
+async def until(pilot, cond: Callable[[], bool], what: str, patience_s: float = 60.0) -> None:
+    """Let the app run until `cond()` holds, in short pauses. `patience_s` only bounds a test that would
+    otherwise hang (a loaded CI machine can be many times slower than a laptop); no timing is asserted."""
+    deadline = time.monotonic() + patience_s
+    while time.monotonic() < deadline:
         if cond():
             await pilot.pause()
             return
         await pilot.pause(0.025)
+    if cond():
+        await pilot.pause()
+        return
     raise AssertionError(f"the app never showed: {what}")
 
 
