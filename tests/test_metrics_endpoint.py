@@ -272,13 +272,17 @@ def test_values_carry_no_float_noise() -> None:
 
 def registry_for_exposition(tmp_path: Path) -> CollectorRegistry:
     """A registry answering the endpoint's families for a snapshot in which every family has a sample."""
+    from perfwatch.core.engine import RunFigures
+    from perfwatch.core.measure.energy import Energy, EnergyToTrain, RunEnergy
     from perfwatch.core.measure.eta import Eta
+    from perfwatch.core.measure.mfu import Mfu
     from perfwatch.core.model.run import Run
     from perfwatch.core.telemetry.types import ProcTree
-    from perfwatch.exporters.metrics import RUN_COUNTERS, RUN_GAUGES
+    from perfwatch.exporters.metrics import RUN_GAUGES
 
     log = tmp_path / "mllog.txt"
-    records = [("submission_benchmark", "bert", 0), ("run_start", None, 1_000), ("eval_accuracy", 0.5, 61_000)]
+    records = [("submission_benchmark", "bert", 0), ("run_start", None, 1_000), ("eval_accuracy", 0.5, 61_000),
+               ("run_stop", None, 62_000)]  # time-to-train too
     log.write_text("".join(":::MLLOG " + json.dumps({"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME",
                                                      "key": k, "value": v, "metadata": {}}) + "\n"
                            for k, v, t in records))
@@ -290,9 +294,12 @@ def registry_for_exposition(tmp_path: Path) -> CollectorRegistry:
                                            throttle=("sw_power_cap",), energy_mj=8),))
     tele = Snapshot(time=time.time(), gpu=gpus, host=HostSample(cpu_percent=1.0, mem_used=1, mem_total=2),
                     runs={"r": ProcTree(pids=(1,), cpu_percent=50.0, rss=10)})
+    energy = Energy(1.0, 1, "counter", 1.0, 1.0)  # what the engine publishes for the run: figures and energy
     live = LiveRun("r", run.view(), "j", "running", (0,), Eta("converging", at_ms=150_000, plus_minus_ms=1_000),
-                   alive=True)
-    rows = {"r": {key: 1 for _, _, key, _, _ in (*RUN_GAUGES, *RUN_COUNTERS)}}
+                   alive=True, figures=RunFigures(1.0, 1.0, Mfu(0.5, None, 1.0, 2.0, 1, 1.0, "log", None),
+                                                  samples_now=1.0, tokens_now=1.0, samples_avg=1.0),
+                   energy=RunEnergy(EnergyToTrain(energy, 1.0, False), energy))
+    rows = {"r": {key: 1 for _, _, key, _, _ in RUN_GAUGES}}  # the telemetry columns of its report row
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Fixed(families(ExportSnapshot("c", tmp_path, (live,), tele, "/l", "h"), rows)))
     return registry
