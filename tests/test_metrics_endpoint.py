@@ -272,15 +272,19 @@ def test_values_carry_no_float_noise() -> None:
 
 def registry_for_exposition(tmp_path: Path) -> CollectorRegistry:
     """A registry answering the endpoint's families for a snapshot in which every family has a sample."""
+    from perfwatch.core.engine import RunFigures
     from perfwatch.core.layout import rank_file
+    from perfwatch.core.measure.energy import Energy, EnergyToTrain, RunEnergy
     from perfwatch.core.measure.eta import Eta
+    from perfwatch.core.measure.mfu import Mfu
     from perfwatch.core.model.run import Run
     from perfwatch.core.telemetry.ranks import rank_report
     from perfwatch.core.telemetry.types import ProcTree
-    from perfwatch.exporters.metrics import RUN_COUNTERS, RUN_GAUGES
+    from perfwatch.exporters.metrics import RUN_GAUGES
 
     log = tmp_path / "mllog.txt"
-    records = [("submission_benchmark", "bert", 0), ("run_start", None, 1_000), ("eval_accuracy", 0.5, 61_000)]
+    records = [("submission_benchmark", "bert", 0), ("run_start", None, 1_000), ("eval_accuracy", 0.5, 61_000),
+               ("run_stop", None, 62_000)]  # time-to-train too
     log.write_text("".join(":::MLLOG " + json.dumps({"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME",
                                                      "key": k, "value": v, "metadata": {}}) + "\n"
                            for k, v, t in records))
@@ -298,9 +302,12 @@ def registry_for_exposition(tmp_path: Path) -> CollectorRegistry:
         path.write_text(json.dumps({"kind": "rank", "rank": rank, "node": "n0", "t": 1.0}) + "\n"
                         + json.dumps({"kind": "steps", "t": 2.0, "steps": 2, "step_s": [0.1, 0.2 + rank],
                                       "span_s": 10.0, "coll_s": 1.0, "data_s": 0.5}) + "\n")
+    energy = Energy(1.0, 1, "counter", 1.0, 1.0)  # what the engine publishes for the run: figures and energy
     live = LiveRun("r", run.view(), "j", "running", (0,), Eta("converging", at_ms=150_000, plus_minus_ms=1_000),
-                   alive=True, ranks=rank_report(tmp_path))
-    rows = {"r": {key: 1 for _, _, key, _, _ in (*RUN_GAUGES, *RUN_COUNTERS)}}
+                   alive=True, figures=RunFigures(1.0, 1.0, Mfu(0.5, None, 1.0, 2.0, 1, 1.0, "log", None),
+                                                  samples_now=1.0, tokens_now=1.0, samples_avg=1.0),
+                   energy=RunEnergy(EnergyToTrain(energy, 1.0, False), energy), ranks=rank_report(tmp_path))
+    rows = {"r": {key: 1 for _, _, key, _, _ in RUN_GAUGES}}  # the telemetry columns of its report row
     registry = CollectorRegistry(auto_describe=False)
     registry.register(Fixed(families(ExportSnapshot("c", tmp_path, (live,), tele, "/l", "h"), rows)))
     return registry

@@ -158,15 +158,19 @@ COUNTS = {"runs": 6, "states": {"done": 1, "stopped": 2, "killed": 1, "crashed":
 
 
 def _metrics_text(session) -> str:
-    from prometheus_client import generate_latest
-    from prometheus_client.registry import CollectorRegistry
+    """One scrape of the real endpoint (`--metrics-port`: an HTTP server on its own thread) serving `session`."""
+    import urllib.request
 
-    from perfwatch.exporters.metrics import PerfwatchCollector
+    from perfwatch.exporters.metrics import MetricsServer
     from perfwatch.exporters.source import SessionSource
 
-    reg = CollectorRegistry()
-    reg.register(PerfwatchCollector(SessionSource(session)))
-    return generate_latest(reg).decode()
+    server = MetricsServer("127.0.0.1", 0)  # a free port
+    try:
+        server.serve(SessionSource(session))
+        with urllib.request.urlopen(server.url, timeout=30) as resp:
+            return resp.read().decode()
+    finally:
+        server.close()
 
 
 async def test_every_front_end_shows_the_same_states_and_counts_as_the_tui(tmp_path):
@@ -202,10 +206,10 @@ async def test_every_front_end_shows_the_same_states_and_counts_as_the_tui(tmp_p
                 return len(view.evals) if view is not None else 0
 
             await until(pilot, lambda: reached("reach.r0") and evals("hang.r0") >= 2, "reach.r0 at its target, "
-                        "hang.r0 hanging", steps=2400)
+                        "hang.r0 hanging", patience_s=120)
             stop, kill = app.engine.act("stop", "reach.r0"), app.engine.act("kill", "hang.r0")
             await until(pilot, lambda: all(state(r) == e[0] for r, e in EXPECTED.items()), "every run ended",
-                        steps=2400)
+                        patience_s=120)
             assert stop.result(timeout=0) is None and kill.result(timeout=0) is None
             # the header is repainted at most once a second: wait for the paint after the last state change
             await until(pilot, lambda: app.main.settled and all(
@@ -391,3 +395,126 @@ def test_headless_live_lines_say_what_its_final_table_says(tmp_path):
     assert live == final == {**{f"ok.r{i}": ("done", "reached") for i in range(4)},
                              "crash.r0": ("crashed", "not reached")}, out.stdout
     assert "4 done, 1 crashed; target: 4 reached, 1 not reached; 1 failed" in out.stdout
+
+
+# ---- the numbers of live runs: the endpoint scrapes what the TUI shows ---------------------------------
+H100_SXM_BF16 = 989.5e12  # NVIDIA's H100 datasheet, SXM column: 1,979 TFLOP/s bf16 with sparsity, halved
+GPU_RATE, GPU_FLOPS = 1000.0, 1e11  # what the GPU run logs: samples/s at every step, FLOPs per sample
+GPT3 = "tests/data/mlperf-excerpts/v4.0/Google/results/cloud-tpu-v5p-1024-maxtext/gpt3/result_0.txt"
+
+
+def _live_runs(root, mlperf_logs):
+    """Three runs still training (no run_stop): a GPU run whose telemetry names no GPU (its MFU peak can only
+    come from the live device sample), GPT-3 counting tokens, half a ResNet log converging to its target."""
+    from launch_helpers import ROOT
+    from ui_helpers import mllog
+
+    logs = root / "live"
+    gpu = logs / "gpu.r0"
+    gpu.mkdir(parents=True)
+    t0 = int(time.time() * 1000) - 60_000
+    lines = [mllog("submission_benchmark", "mlp_regression", t0), mllog("global_batch_size", 32, t0),
+             mllog("perfwatch_precision", "bf16", t0), mllog("perfwatch_flops_per_sample", GPU_FLOPS, t0),
+             mllog("run_start", None, t0)]
+    lines += [mllog("tracked_stats", {"throughput": GPU_RATE}, t0 + 1000 * k, step=k) for k in range(1, 41)]
+    (gpu / "mllog.txt").write_text("".join(lines))
+    with open(gpu / "telemetry.jsonl", "w") as fh:  # energy readings, but no GPU name: the peak is the live one's
+        for k in range(41):
+            fh.write(json.dumps({"time": t0 / 1000 + k, "run": "gpu.r0", "gpus": [
+                {"index": 0, "uuid": "GPU-0", "power_w": 600.0, "energy_mj": 1_000_000 + 600_000 * k}]}) + "\n")
+    (logs / "gpt3").mkdir()
+    (logs / "gpt3" / "result_0.txt").write_text((ROOT / GPT3).read_text())  # no run_stop: still training
+    src = mlperf_logs / "v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_0.txt"
+    krai = src.read_text(errors="replace").splitlines(keepends=True)
+    fifth = [i for i, ln in enumerate(krai) if '"eval_accuracy"' in ln][4]
+    (logs / "resnet").mkdir()
+    (logs / "resnet" / "result_0.txt").write_text("".join(krai[:fifth + 1]))
+    return logs
+
+
+async def test_the_endpoint_scrapes_the_numbers_the_tui_shows_for_live_runs(mlperf_logs, tmp_path):
+    """For runs still training, the real HTTP endpoint's throughput now and on average (samples/s and
+    tokens/s), MFU (a GPU run's against the peak of the live device sample), energy, ETA, state and counts are
+    the engine's snapshot values the TUI shows, parsed with prometheus_client's own parser."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from perfwatch.core.telemetry.fake import FakeGpu, FakeSampler
+    from perfwatch.ui.format import energy_cell, fmt_mfu, fmt_per_s
+
+    logs = _live_runs(tmp_path, mlperf_logs)
+    runs = ("gpu.r0", "gpt3/result_0", "resnet/result_0")
+    app = attach_app(logs, theme="dark", sampler=FakeSampler([FakeGpu()]), sampler_interval=0.2)
+
+    def painted() -> bool:  # every number below is on screen, painted from the latest snapshot
+        snap, rows = app.engine.snapshot, table(app)._rows
+        if snap is None or not app.main.settled or not all(r in rows and r in snap.figures for r in runs):
+            return False
+        fig = snap.figures
+        return (rows["gpu.r0"].cells["mfu"] != "–" and rows["gpu.r0"].cells["energy"] != "–"
+                and rows["resnet/result_0"].cells["eta"] != "–"
+                and all(rows[r].cells["tp_now"] == fmt_per_s(fig[r].tp_now, fig[r].unit) for r in runs))
+
+    async with app.run_test(size=(160, 40)) as pilot:
+        await until(pilot, painted, "the live runs' numbers")
+        for _ in range(100):  # a scrape between two equal snapshots: both front ends read one state of the runs
+            before = app.engine.snapshot
+            text = _metrics_text(app.session)
+            after = app.engine.snapshot
+            if (before.figures, before.energy, before.etas, before.statuses) == (
+                    after.figures, after.energy, after.etas, after.statuses):
+                break
+            await pilot.pause(0.05)
+        else:
+            raise AssertionError("the runs' numbers never held still for one scrape")
+        await until(pilot, painted, "the rows of that snapshot")
+        snap = app.engine.snapshot
+        assert (snap.figures, snap.energy, snap.etas) == (before.figures, before.energy, before.etas)
+        cells = {rid: row.cells for rid, row in table(app)._rows.items()}
+        header = str(app.main.query_one("#header-bar").render())
+    fams = {f.name: f for f in text_string_to_metric_families(text)}
+
+    def metric(name: str, rid: str) -> float | None:
+        found = [s.value for s in fams[name].samples if s.labels["run"] == rid]
+        assert len(found) <= 1, (name, rid, found)
+        return found[0] if found else None
+
+    exact = {"rel": 1e-13}  # the endpoint writes 15 significant digits
+    for rid in runs:
+        fig, cell = snap.figures[rid], cells[rid]
+        now = metric("perfwatch_run_samples_per_second", rid)
+        tokens = metric("perfwatch_run_tokens_per_second", rid)
+        avg = metric("perfwatch_run_samples_per_second_mean", rid)
+        mfu = metric("perfwatch_run_mfu_ratio", rid)
+        assert now == pytest.approx(fig.samples_now, **exact) and avg == pytest.approx(fig.samples_avg, **exact)
+        assert (tokens, fig.tokens_now) == (None, None) or tokens == pytest.approx(fig.tokens_now, **exact), rid
+        assert cell["tp_now"] == fmt_per_s(tokens if fig.unit == "tokens" else now, fig.unit), (rid, cell)
+        assert cell["mfu"] == fmt_mfu(mfu), (rid, cell)
+        assert mfu == (pytest.approx(fig.mfu.value, **exact) if fig.mfu and fig.mfu.value is not None else None)
+        states = [s.labels["perfwatch_run_state"] for s in fams["perfwatch_run_state"].samples
+                  if s.labels["run"] == rid and s.value == 1]
+        assert states == [snap.statuses[rid].word] == [cell["state"].split()[-1]] == ["running"], (rid, states)
+    # by hand: the GPU run logs 1,000 samples/s of 1e11 FLOPs each on the fake H100 SXM (bf16)
+    assert metric("perfwatch_run_samples_per_second", "gpu.r0") == GPU_RATE
+    assert metric("perfwatch_run_mfu_ratio", "gpu.r0") == pytest.approx(GPU_RATE * GPU_FLOPS / H100_SXM_BF16)
+    assert "H100 SXM" in snap.figures["gpu.r0"].mfu.peak_says and "live GPU" in snap.figures["gpu.r0"].mfu.peak_says
+    # GPT-3 counts tokens: the TUI shows tokens/s, the endpoint both units (a sample is a 2,048-token sequence)
+    tok = metric("perfwatch_run_tokens_per_second", "gpt3/result_0")
+    assert snap.figures["gpt3/result_0"].unit == "tokens" and 170_000 < tok < 180_000  # ~176k tokens/s
+    assert metric("perfwatch_run_samples_per_second", "gpt3/result_0") == pytest.approx(tok / 2048)
+    # energy: the TUI's energy-to-train (so far) and the whole run's, from the engine
+    energy = snap.energy["gpu.r0"]
+    ett = metric("perfwatch_run_energy_to_train_joules", "gpu.r0")
+    assert ett == pytest.approx(energy.to_train.energy.joules, **exact) and cells["gpu.r0"]["energy"] == energy_cell(
+        energy)
+    assert metric("perfwatch_run_energy_joules", "gpu.r0") == pytest.approx(energy.whole.joules, **exact)
+    assert metric("perfwatch_run_energy_joules", "gpu.r0") == pytest.approx(40 * 600.0)  # by hand: 40 s at 600 W
+    # the ETA of the converging ResNet run: the TUI's cell, to the second
+    m = re.fullmatch(r"≈(\S+) ±(\S+)", cells["resnet/result_0"]["eta"])
+    assert m, cells["resnet/result_0"]["eta"]
+    eta_s = metric("perfwatch_run_eta_seconds", "resnet/result_0")
+    pm_s = metric("perfwatch_run_eta_plus_minus_seconds", "resnet/result_0")
+    assert (_seconds(m.group(1)), _seconds(m.group(2))) == (int(eta_s), int(pm_s))
+    # the counts in the header
+    c = snap.counts
+    assert {s.labels["state"]: s.value for s in fams["perfwatch_campaign_runs"].samples if s.value} == {"running": 3}
+    assert c.states == {"running": 3} and "3 runs  3 running" in header

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from launch_helpers import ROOT, campaign_file
 
 from perfwatch.core.control.backends.slurm import sbatch_argv
@@ -128,6 +129,15 @@ def test_per_node_telemetry_files_are_read_as_one_run_with_totals_and_nodes(tmp_
     assert got[("perfwatch_run_node_cpu_mean_ratio", "n2")] == 0.2
     assert got[("perfwatch_run_node_power_mean_watts", "n2")] == 100
     assert got[("perfwatch_run_cpu_mean_ratio", None)] == 0.95 and got[("perfwatch_run_power_mean_watts", None)] == 300
+    # the live engine's energy (the TUI's, the endpoint's) reads every node's file, as `report` does
+    from perfwatch.core.measure.energy import EnergyFollower
+
+    follower = EnergyFollower(run / "telemetry.jsonl")
+    assert follower.poll()
+    whole = follower.energy(view).whole
+    assert whole is not None and whole.joules == pytest.approx(200.0)  # by hand: n1's GPU, 300 W then 100 W, 1 s
+    assert rows["bert.r0"]["energy_run_kj"] == pytest.approx(0.2)
+    follower.close()
 
     # the endpoint follows every node's file as it grows, reading only what was appended
     from perfwatch.core.measure.columns import LiveTelemetry

@@ -1,6 +1,6 @@
 """A long run's telemetry.jsonl: `report` summarises it in one streaming pass (RSS bounded, measured from
 outside with psutil) and the metrics endpoint follows it incrementally (a scrape parses only what was
-appended since the last), both giving exactly the row `report` gives."""
+appended since the last), both giving exactly the telemetry columns of the row `report` gives."""
 
 from __future__ import annotations
 
@@ -51,16 +51,22 @@ def test_report_summarises_a_large_telemetry_file_in_a_streaming_pass(tmp_path: 
 def test_the_metrics_endpoint_follows_telemetry_incrementally(tmp_path: Path) -> None:
     from perfwatch.core.model import book as runbook
     from perfwatch.core.results.summary import metrics_columns, run_row
-    from perfwatch.exporters.metrics import RowCache
+    from perfwatch.exporters.metrics import TelemetryRows
     from perfwatch.exporters.source import ExportSnapshot, LiveRun
 
     run, t0 = run_folder(tmp_path, 300)
     root = run.parent
     view = runbook.load(root).views()[0]
     snap = ExportSnapshot("c", root, (LiveRun(view.run_id, view, "job", "running", ()),), None)
-    cache = RowCache()
+    cache = TelemetryRows()
+
+    def report_row() -> dict:  # what `report` gives, to the number, for the columns the endpoint reads from it
+        row = run_row(view, root, metrics_columns(logdir=root))
+        return {k: row[k] for k in first}
+
     first = cache.rows(snap)[view.run_id]
-    assert first == run_row(view, root, metrics_columns(logdir=root))  # what `report` gives, to the number
+    assert {"gpu_util_mean", "power_mean_w", "cpu_mean", "telemetry_samples"} <= set(first)
+    assert first == report_row()
     tele = cache._telemetry[view.run_id]
     follower = tele._followers[str(run / "telemetry.jsonl")]  # the run's one telemetry file (no Slurm nodes)
     read_before = follower._tail.bytes_read
@@ -70,8 +76,9 @@ def test_the_metrics_endpoint_follows_telemetry_incrementally(tmp_path: Path) ->
     second = cache.rows(snap)[view.run_id]
     assert follower._tail.bytes_read - read_before == len(more)  # only the appended samples were read
     assert second["telemetry_samples"] == 310 and first["telemetry_samples"] == 300
-    assert second == run_row(view, root, metrics_columns(logdir=root))
+    assert second == report_row()
     assert cache.rows(snap)[view.run_id] is second  # nothing new: the cached row
+    cache.close()
 
 
 @pytest.mark.parametrize("bad", ["", "{not json\n", "[1, 2]\n"])

@@ -19,7 +19,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,7 +37,7 @@ from perfwatch.core.layout import RANKS_DIR, REGISTRY_FILE, RUN_LOGS, TELEMETRY_
 from perfwatch.core.measure.energy import EnergyFollower, RunEnergy
 from perfwatch.core.measure.eta import Eta, eta_to_target
 from perfwatch.core.measure.mfu import Mfu, Overrides, overrides_from_registry, run_mfu
-from perfwatch.core.measure.throughput import rolling_throughput
+from perfwatch.core.measure.throughput import rolling_throughput, samples_rate
 from perfwatch.core.model.attempts import Attempt, earlier_attempts
 from perfwatch.core.model.book import RunBook, iter_blocks
 from perfwatch.core.model.status import Counts, ProcFacts, RunStatus, count, judge
@@ -195,18 +195,31 @@ class RunFigures:
     tp_avg: float | None  # per second on average over the run, in `unit` (report: throughput_mean)
     mfu: Mfu | None  # against THE peak resolver's peak, from tp_now's window (report: mfu)
     unit: str = "samples"  # what the benchmark counts (RunView.count_unit): "samples", or "tokens" (GPT-3)
+    # the same window and mean in both units (the metrics endpoint exports both): samples/s (a GPT-3 sample is
+    # a sequence of the logged max_sequence_length) and tokens/s (where the log or the campaign gives tokens)
+    samples_now: float | None = None  # report: samples_per_s_window
+    tokens_now: float | None = None  # report: tokens_per_s
+    samples_avg: float | None = None  # report: samples_per_s_mean
 
 
 def run_figures(view: RunView, *, overrides: Overrides | None = None, gpu: Any = None,
-                scheduled_devices: int | None = None) -> RunFigures:
+                telemetry: Sequence[Mapping[str, Any]] = (), scheduled_devices: int | None = None) -> RunFigures:
     """Throughput now and on average and MFU of one run: the live view's computation (`report` makes the
-    same calls through measure/columns.py; tests/test_one_number.py holds them equal)."""
+    same calls through measure/columns.py; tests/test_one_number.py holds them equal). `gpu`: the live
+    sample of the run's GPU; `telemetry`: the records of its telemetry.jsonl that name its GPU (the peak
+    when there is no live sample, as `report` finds it)."""
     stats = view.throughput_stats
+    avg = stats.mean if stats.count else None
+    now = rolling_throughput(view, flops_per_sample=overrides.flops_per_sample if overrides else None)
     return RunFigures(
-        rolling_throughput(view, flops_per_sample=overrides.flops_per_sample if overrides else None).rate,
-        stats.mean if stats.count else None,
-        run_mfu(view, overrides=overrides, gpu=gpu, cpu="cached", scheduled_devices=scheduled_devices),
+        now.rate,
+        avg,
+        run_mfu(view, overrides=overrides, gpu=gpu, telemetry=telemetry, cpu="cached",
+                scheduled_devices=scheduled_devices),
         view.count_unit,
+        now.samples_per_s,
+        now.tokens_per_s,
+        samples_rate(view, avg),
     )
 
 
@@ -622,10 +635,12 @@ class LiveEngine:
         snap = self._devices
         gpus = snap.gpu.gpus if snap is not None and snap.gpu is not None else ()
         gpu = next((g for g in gpus if devices and g.index == devices[0]), gpus[0] if gpus else None)
+        follower = self._energy_followers.get(view.run_id)
         figures = run_figures(view, overrides=self._overrides.get(view.run_id), gpu=gpu,
+                              telemetry=follower.peak.records if follower is not None else (),
                               scheduled_devices=len(devices) or None)
         if proc is not None and proc.state is RunState.PAUSED:  # stopped by SIGSTOP: no rate (nor MFU) "now"
-            return RunFigures(None, figures.tp_avg, None, figures.unit)
+            return RunFigures(None, figures.tp_avg, None, figures.unit, samples_avg=figures.samples_avg)
         return figures
 
     def _update_eta(self, run_id: str, view: RunView, now: float) -> None:
@@ -681,11 +696,15 @@ class LiveEngine:
                 if follower is not None:
                     follower.close()
                 follower = self._energy_followers[rid] = EnergyFollower(energy_path(view))
+            peak = (follower.peak, len(follower.peak.records))
             follower.poll()
             key = (follower.version, view.run_start_ms, view.run_stop_ms, view.samples)
             if self._energy_keys.get(rid) == key:
                 continue
             self._energy_keys[rid] = key
+            if (follower.peak, len(follower.peak.records)) != peak:  # the telemetry named the run's GPU: the peak behind its MFU
+                self._figures[rid] = self._run_figures(view, self._procs.get(rid))
+                changed.add(rid)
             energy = follower.energy(view)
             old = self._energy.get(rid)
             if energy.to_train is None and energy.whole is None:

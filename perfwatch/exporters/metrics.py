@@ -1,9 +1,11 @@
 """The Prometheus/OpenMetrics endpoint: `--metrics-port` on launch and attach.
 
 A custom collector reads the latest `ExportSnapshot` at scrape time, so nothing happens per
-log line and an idle endpoint costs nothing. Every per-run number is a column of
-`perfwatch report`'s rows (`results.summary.run_row` + `metrics_columns`), computed by the
-same functions; rows are cached per run until the run's view or its telemetry file changes.
+log line and an idle endpoint costs nothing. Every number the live engine computes (state,
+counts, throughput now and on average, MFU, ETA, energy) is taken from its snapshot as it is,
+so a scrape says what the TUI and `--headless` show; the run's log view (in the same snapshot)
+gives eval, target and time-to-train. Only the means of a run's telemetry, which no live view
+shows, are `perfwatch report`'s columns, followed incrementally per run (`TelemetryRows`).
 
 The shape follows Prometheus's conventions: every series of a run carries the same identity
 labels for its whole life (`campaign`, `logdir`, `hostname`, `run`); the run's state is a
@@ -34,7 +36,6 @@ from prometheus_client.registry import Collector, CollectorRegistry
 from perfwatch.core.layout import TELEMETRY_FILE, node_telemetry_files
 from perfwatch.core.measure.columns import LiveTelemetry
 from perfwatch.core.model.status import State
-from perfwatch.core.results.summary import metrics_columns, run_row
 from perfwatch.exporters.source import ExportSnapshot, LiveRun, Source
 from perfwatch.text.escape import printable
 
@@ -47,18 +48,35 @@ _ENDED = frozenset(word.value for word in State if word.ended)
 DEFAULT_HOST = "127.0.0.1"
 SIGNIFICANT_DIGITS = 15  # a double's decimal precision: drops float noise (2.0100000000000002 -> 2.01)
 
-# (name, help text, report row key, divisor, unit): one gauge per run for each report column
+# (name, help text, what the engine's snapshot says for the run, unit): one gauge per run, the TUI's numbers
+ENGINE_GAUGES: list[tuple[str, str, Callable[[LiveRun], Any], str]] = [
+    ("perfwatch_run_samples_per_second", "Samples/s over the rolling window (the TUI's samp/s)",
+     lambda r: r.figures.samples_now if r.figures else None, ""),
+    ("perfwatch_run_samples_per_second_mean", "Mean samples/s over the whole run (the TUI's avg)",
+     lambda r: r.figures.samples_avg if r.figures else None, ""),
+    ("perfwatch_run_tokens_per_second", "Tokens/s over the rolling window",
+     lambda r: r.figures.tokens_now if r.figures else None, ""),
+    ("perfwatch_run_mfu_ratio", "Model FLOPs utilization, 0..1 (the TUI's MFU)",
+     lambda r: r.figures.mfu.value if r.figures and r.figures.mfu else None, "ratio"),
+    ("perfwatch_run_eval_best", "Best eval metric so far", lambda r: r.view.best_eval if r.view else None, ""),
+    ("perfwatch_run_time_to_train_seconds", "Time-to-train, run_start to run_stop",
+     lambda r: r.view.time_to_train_ms / 1000 if r.view and r.view.time_to_train_ms is not None else None,
+     "seconds"),
+    ("perfwatch_run_energy_to_train_joules", "GPU energy from run_start to run_stop (the TUI's energy)",
+     lambda r: r.energy.to_train.energy.joules if r.energy and r.energy.to_train else None, "joules"),
+    ("perfwatch_run_samples_per_joule", "Training samples per joule of GPU energy",
+     lambda r: r.energy.to_train.samples_per_joule if r.energy and r.energy.to_train else None, ""),
+]
+# counters: counts and amounts that only grow over a run's life
+ENGINE_COUNTERS: list[tuple[str, str, Callable[[LiveRun], Any], str]] = [
+    ("perfwatch_run_bad_lines", "Log lines that are not valid MLLOG records",
+     lambda r: r.view.bad_count if r.view else None, ""),
+    ("perfwatch_run_energy_joules", "GPU energy of the whole run so far",
+     lambda r: r.energy.whole.joules if r.energy and r.energy.whole else None, "joules"),
+]
+# (name, help text, report row key, divisor, unit): the means of the run's telemetry, which the engine does not
+# compute (no live view shows them): `perfwatch report`'s columns of the same name
 RUN_GAUGES: list[tuple[str, str, str, float, str]] = [
-    ("perfwatch_run_samples_per_second", "Throughput over the rolling window (report: samples_per_s_window)",
-     "samples_per_s_window", 1, ""),
-    ("perfwatch_run_samples_per_second_mean", "Mean samples/s over the whole run (report: samples_per_s_mean)",
-     "samples_per_s_mean", 1, ""),
-    ("perfwatch_run_tokens_per_second", "Tokens/s over the rolling window (report: tokens_per_s)",
-     "tokens_per_s", 1, ""),
-    ("perfwatch_run_mfu_ratio", "Model FLOPs utilization, 0..1 (report: mfu)", "mfu", 1, "ratio"),
-    ("perfwatch_run_eval_best", "Best eval metric so far (report: best_eval)", "best_eval", 1, ""),
-    ("perfwatch_run_time_to_train_seconds", "Time-to-train, run_start to run_stop (report: time_to_train_ms)",
-     "time_to_train_ms", 1000, "seconds"),
     ("perfwatch_run_gpu_utilization_mean_ratio",
      "Mean GPU utilization over the run's telemetry, 0..1 (report: gpu_util_mean / 100)", "gpu_util_mean", 100,
      "ratio"),
@@ -66,10 +84,6 @@ RUN_GAUGES: list[tuple[str, str, str, float, str]] = [
      "watts"),
     ("perfwatch_run_cpu_mean_ratio",
      "Mean CPU of the run's process tree, 1 = one core busy (report: cpu_mean / 100)", "cpu_mean", 100, "ratio"),
-    ("perfwatch_run_energy_to_train_joules", "GPU energy from run_start to run_stop (report: energy_to_train_kj)",
-     "energy_to_train_kj", 1e-3, "joules"),
-    ("perfwatch_run_samples_per_joule", "Training samples per joule of GPU energy (report: samples_per_j)",
-     "samples_per_j", 1, ""),
 ]
 # (name, help text, key of one node in the report row's telemetry_nodes, divisor, unit): a run sampled on
 # its compute nodes (Slurm, docs/slurm.md) gets one series per node, label `node`; RUN_GAUGES are the totals
@@ -83,13 +97,6 @@ NODE_GAUGES: list[tuple[str, str, str, float, str]] = [
      "Mean CPU of the run's processes on one compute node, 1 = one core busy (report: telemetry_nodes)", "cpu_mean",
      100, "ratio"),
 ]
-# counters: counts and amounts that only grow over a run's life
-RUN_COUNTERS: list[tuple[str, str, str, float, str]] = [
-    ("perfwatch_run_bad_lines", "Log lines that are not valid MLLOG records (report: bad_lines)", "bad_lines", 1, ""),
-    ("perfwatch_run_energy_joules", "GPU energy of the whole run so far (report: energy_run_kj)", "energy_run_kj",
-     1e-3, "joules"),
-]
-
 
 def _texts(*values: str) -> list[str]:
     """Label values from disk and logs (names, paths), control characters shown as escapes."""
@@ -105,29 +112,28 @@ def clean(value: Any, divisor: float = 1) -> float | None:
     return float(f"{value / divisor:.{SIGNIFICANT_DIGITS}g}")
 
 
-class RowCache:
-    """Report rows per run, rebuilt only when the run's view or its telemetry changed. Each run's
-    telemetry.jsonl is followed incrementally (a scrape parses only the samples appended since the last)."""
+class TelemetryRows:
+    """Per run, the columns of its telemetry's summary that `perfwatch report` prints (means, per node), the
+    only per-run numbers the engine does not publish. Each run's telemetry.jsonl (and, for a Slurm run, its
+    nodes' files) is followed incrementally: a scrape parses only the samples appended since the last, and
+    the columns are rebuilt only when samples came."""
 
     def __init__(self) -> None:
-        self._rows: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        self._rows: dict[str, tuple[int, dict[str, Any]]] = {}
         self._telemetry: dict[str, LiveTelemetry] = {}
 
     def rows(self, snap: ExportSnapshot) -> dict[str, dict[str, Any]]:
-        extra: Callable[[Any], dict[str, Any]] | None = None
         out: dict[str, dict[str, Any]] = {}
         for live in snap.runs:
             view = live.view
             if view is None:
                 continue
             tele = self._follow(view.run_id, view.path)
-            key = (view.version, tele.version if tele is not None else None)
+            if tele is None or not tele.columns.samples:
+                continue
             cached = self._rows.get(view.run_id)
-            if cached is None or cached[0] != key:
-                if extra is None:  # CPU peak: the stored one, never measured here
-                    extra = metrics_columns(logdir=snap.root, telemetry_of=self._columns)
-                cached = (key, run_row(view, snap.root, extra))
-                self._rows[view.run_id] = cached
+            if cached is None or cached[0] != tele.version:
+                cached = self._rows[view.run_id] = (tele.version, tele.columns.summary_columns())
             out[view.run_id] = cached[1]
         return out
 
@@ -141,9 +147,10 @@ class RowCache:
         tele.poll()
         return tele
 
-    def _columns(self, view: Any) -> Any:
-        tele = self._telemetry.get(view.run_id)
-        return tele.columns if tele is not None else None
+    def close(self) -> None:
+        for tele in self._telemetry.values():
+            tele.close()
+        self._telemetry.clear()
 
 
 class PerfwatchCollector(Collector):
@@ -152,7 +159,7 @@ class PerfwatchCollector(Collector):
     def __init__(self, source: Source | None = None) -> None:
         self.source = source
         self.scrapes = 0  # answered so far (the grace period after a campaign waits for some)
-        self._cache = RowCache()
+        self._cache = TelemetryRows()
         self._lock = threading.Lock()  # the HTTP server answers each scrape on its own thread
 
     def collect(self) -> Iterator[Metric]:
@@ -170,7 +177,8 @@ def _gauge(name: str, doc: str, labels: list[str], unit: str = "") -> GaugeMetri
 
 
 def families(snap: ExportSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metric]:
-    """Every metric family of one snapshot (pure: the collector's whole output)."""
+    """Every metric family of one snapshot (pure: the collector's whole output). `rows`: per run, the
+    telemetry columns of its report row (`TelemetryRows`); every other number is the snapshot's."""
     info = InfoMetricFamily("perfwatch_run", "One series per run, from queued on: its campaign job",
                             labels=RUN_LABELS)
     bench = InfoMetricFamily("perfwatch_run_benchmark",
@@ -179,10 +187,11 @@ def families(snap: ExportSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metr
     state = StateSetMetricFamily("perfwatch_run_state",
                                  "The run's state: the controller's, or for logs nobody controls the log's status",
                                  labels=RUN_LABELS)
-    gauges = {name: _gauge(name, doc, RUN_LABELS, unit) for name, doc, _, _, unit in RUN_GAUGES}
+    gauges = {name: _gauge(name, doc, RUN_LABELS, unit) for name, doc, _, unit in ENGINE_GAUGES}
+    gauges.update({name: _gauge(name, doc, RUN_LABELS, unit) for name, doc, _, _, unit in RUN_GAUGES})
     node_gauges = {name: _gauge(name, doc, [*RUN_LABELS, "node"], unit) for name, doc, _, _, unit in NODE_GAUGES}
     counters = {name: CounterMetricFamily(name, doc, labels=RUN_LABELS, unit=unit)
-                for name, doc, _, _, unit in RUN_COUNTERS}
+                for name, doc, _, unit in ENGINE_COUNTERS}
     last = _gauge("perfwatch_run_eval_last", "Latest eval metric value", RUN_LABELS)
     target = _gauge("perfwatch_run_eval_target", "The run's target for its eval metric", RUN_LABELS)
     reached = _gauge("perfwatch_run_target_reached", "1 once the eval metric reached the target", RUN_LABELS)
@@ -219,12 +228,15 @@ def families(snap: ExportSnapshot, rows: dict[str, dict[str, Any]]) -> list[Metr
             continue
         if view.benchmark:
             bench.add_metric(labels, {"benchmark": printable(view.benchmark)})
+        for name, _, engine_says, _ in ENGINE_GAUGES:
+            if (v := clean(engine_says(live))) is not None:
+                gauges[name].add_metric(labels, v)
+        for name, _, engine_says, _ in ENGINE_COUNTERS:
+            if (v := clean(engine_says(live))) is not None:
+                counters[name].add_metric(labels, v)
         for name, _, key, divisor, _ in RUN_GAUGES:
             if (v := clean(row.get(key), divisor)) is not None:
                 gauges[name].add_metric(labels, v)
-        for name, _, key, divisor, _ in RUN_COUNTERS:
-            if (v := clean(row.get(key), divisor)) is not None:
-                counters[name].add_metric(labels, v)
         nodes = row.get("telemetry_nodes")
         for node, figures in (nodes.items() if isinstance(nodes, dict) else ()):
             for name, _, key, divisor, _ in NODE_GAUGES:
@@ -413,6 +425,8 @@ class MetricsServer:
         source, self.collector.source = self.collector.source, None
         if source is not None:
             source.close()
+        with self.collector._lock:
+            self.collector._cache.close()
 
 
 def _ended(live: LiveRun) -> bool:

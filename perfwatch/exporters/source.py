@@ -1,8 +1,9 @@
 """What the metrics endpoint reads at scrape time: one immutable `ExportSnapshot` of a session.
 
 `SessionSource` reads the snapshot the session's live engine (core/engine.py) last published:
-the same run views, process states and ETAs the TUI and `--headless` show, taken on the
-scraping thread without touching the engine's own state. Device telemetry comes from the
+the same run views, states, counts, throughput, MFU, ETAs and energy the TUI and `--headless`
+show, taken on the scraping thread without touching the engine's own state. Before the engine's
+first snapshot (and in the one front end without an engine, `attach --once`) it lists no run. Device telemetry comes from the
 engine's sampler when the front end runs one (the TUI), else from the campaign owner's
 sampling thread, else it is sampled on demand at scrape time.
 """
@@ -16,7 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from perfwatch.core.engine import Session
+from perfwatch.core.engine import RunFigures, Session
+from perfwatch.core.measure.energy import RunEnergy
 from perfwatch.core.measure.eta import Eta
 from perfwatch.core.model.status import Counts, count
 from perfwatch.core.model.view import RunView
@@ -37,6 +39,10 @@ class LiveRun:
     eta: Eta | None = None  # the engine's ETA to target (core/measure/eta.py)
     alive: bool = False  # its process lives (or its log goes on)
     ranks: RankReport | None = None  # a distributed run's ranks (core/telemetry/ranks.py)
+    # the engine's numbers, as the TUI and --headless show them: throughput now/avg and MFU (engine.RunFigures),
+    # GPU energy (core/measure/energy.py); None: not known (no log yet, no GPU energy recorded)
+    figures: RunFigures | None = None
+    energy: RunEnergy | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,12 +81,13 @@ class SessionSource:
             view, info, eta, status = snap.views.get(rid), snap.procs.get(rid), snap.etas.get(rid), snap.statuses.get(rid)
             if status is None:
                 continue
-            ranks = snap.ranks.get(rid)
+            ranks, figures, energy = snap.ranks.get(rid), snap.figures.get(rid), snap.energy.get(rid)
             if info is not None:
                 runs.append(LiveRun(rid, view, info.job, status.word, tuple(info.devices or ()), eta, status.state.alive,
-                                    ranks))
+                                    ranks, figures, energy))
             elif view is not None:  # logs nobody controls
-                runs.append(LiveRun(rid, view, group_of(view), status.word, (), eta, status.state.alive, ranks))
+                runs.append(LiveRun(rid, view, group_of(view), status.word, (), eta, status.state.alive, ranks,
+                                    figures, energy))
         return ExportSnapshot(s.title, s.book.root, tuple(runs), snap.devices or self._telemetry(snap.procs), logdir,
                             host, snap.counts)
 

@@ -1,18 +1,20 @@
 """A run's report columns: throughput now, warm-up statistics, MFU, telemetry and energy in one row.
 
-What `report` (every format), the metrics endpoint and the HTML report add to a run's row; the
+What `report` (every format) and the HTML report add to a run's row (the metrics endpoint reads only the
+telemetry means, `TelemetryColumns.summary_columns`; its other numbers are the live engine's); the
 peak behind the MFU is THE resolver's (measure/mfu.py), so they all agree with the live view.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 
 from perfwatch.core.layout import TELEMETRY_FILE, node_telemetry_files
-from perfwatch.core.measure.mfu import CpuPeakPolicy, Mfu, Overrides, mfu, run_mfu
+from perfwatch.core.measure.mfu import CpuPeakPolicy, Mfu, Overrides, PeakRecords, mfu, run_mfu
 from perfwatch.core.measure.peaks import PeakFlops
 from perfwatch.core.measure.throughput import (
     DEFAULT_DISCARD,
@@ -120,10 +122,7 @@ class TelemetryColumns:
 
         self.summary = TelemetryAccumulator()
         self.readings: Readings = {}
-        # the records the MFU peak resolver reads (measure/mfu.py stops at the first that names a GPU or says
-        # there is none): the first record, the first saying "no GPU", the first naming one
-        self.head: list[dict[str, Any]] = []
-        self._named = self._unavailable = False
+        self.peak = PeakRecords()  # the records the MFU peak resolver reads (measure/mfu.py)
 
     @classmethod
     def read(cls, path: str) -> TelemetryColumns:
@@ -143,20 +142,22 @@ class TelemetryColumns:
 
         self.summary.add(rec)
         add_readings(self.readings, rec)
-        if self._named:
-            return
-        gpus = rec.get("gpus")
-        named = isinstance(gpus, list) and any(isinstance(g, dict) and g.get("name") for g in gpus)
-        unavailable = bool(rec.get("gpu_unavailable")) and not self._unavailable
-        if named or unavailable or not self.head:
-            self.head.append(rec)
-        self._named, self._unavailable = named, self._unavailable or unavailable
+        self.peak.add(rec)
+
+    @property
+    def head(self) -> list[Mapping[str, Any]]:
+        """The records the MFU peak resolver reads: the first, the first saying "no GPU", the first naming one."""
+        return self.peak.records
+
+    def summary_columns(self) -> dict[str, Any]:
+        """The telemetry summary's columns alone (means, maxima, per node): what the metrics endpoint reads."""
+        return _summary_columns(self.summary.summary())
 
     def columns(self, view: RunView) -> dict[str, Any]:
         """The telemetry summary and energy columns of the run."""
         from perfwatch.core.measure.energy import readings_energy_columns
 
-        return {**_summary_columns(self.summary.summary()), **readings_energy_columns(view, self.readings)}
+        return {**self.summary_columns(), **readings_energy_columns(view, self.readings)}
 
 
 class LiveTelemetry:

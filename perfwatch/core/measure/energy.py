@@ -32,8 +32,9 @@ import msgspec
 
 from perfwatch.core.ingest.sanitize import finite
 from perfwatch.core.ingest.tail import FileTail
+from perfwatch.core.measure.mfu import PeakRecords
 from perfwatch.core.model.view import RunView
-from perfwatch.core.telemetry.jsonl import field
+from perfwatch.core.telemetry.jsonl import field, telemetry_files
 
 COUNTER = "energy counter"
 POWER = "power integrated over time (no energy counter)"
@@ -276,36 +277,47 @@ def readings_energy_columns(view: RunView, series: Readings) -> dict[str, Any]:
 
 
 class EnergyFollower:
-    """One run's telemetry.jsonl read as it grows, for the live view's energy (one thread only).
+    """One run's telemetry read as it grows, for the live view's energy (one thread only): its
+    telemetry.jsonl and, for a run sampled on its compute nodes (Slurm), each node's file, as `report`
+    reads them (`jsonl.telemetry_files`, looked for again at every poll: nodes start at different times).
 
     Keeps each GPU's (time, counter, power) readings only (three numbers a GPU a second) and computes
-    with the same code as `report` (`_run_energy`). Reading goes through the one file tailer, which
-    starts over when the file is replaced (a restarted run's new attempt); the descriptor is released
-    between polls, so following every run of a large campaign holds no file open.
+    with the same code as `report` (`_run_energy`), and the records that name the run's GPU (the MFU
+    peak when no live sample gives it). Reading goes through the one file tailer; when a file is
+    replaced (a restarted run's new attempt) or truncated, every file is read again from its start. The
+    descriptors are released between polls, so following every run of a large campaign holds no file open.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._tail = FileTail(path)
+        self._tails: dict[Path, FileTail] = {}
         self._series: _Series = {}
-        self.version = 0  # increments when the readings changed
+        self.peak = PeakRecords()  # the records that name the run's GPU, for its MFU peak (measure/mfu.py)
+        self.version = 0  # increments when the readings (or the peak records) changed
 
     def poll(self) -> bool:
         """Read what was appended; True when the readings changed. Unreadable lines are skipped
         (as `read_telemetry` skips them); a file that cannot be read yields nothing."""
-
+        for f in telemetry_files(self.path):
+            if f not in self._tails:
+                self._tails[f] = FileTail(f)
         changed = False
-        while (batch := self._tail.read()) is not None:
-            if batch.reset and self._series:
-                self._series, changed = {}, True
-            for raw in batch.lines:
-                try:
-                    obj = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict) and add_readings(self._series, obj):
-                    changed = True
-        self._tail.release()
+        for tail in self._tails.values():
+            while (batch := tail.read()) is not None:
+                if batch.reset and (self._series or self.peak.records):  # counted readings are gone: all again
+                    self.close()
+                    self._tails, self._series, self.peak = {}, {}, PeakRecords()
+                    self.poll()  # nothing counted now, so this reads each file once from its start
+                    self.version += 1
+                    return True
+                for raw in batch.lines:
+                    try:
+                        obj = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if isinstance(obj, dict) and (add_readings(self._series, obj) | self.peak.add(obj)):
+                        changed = True
+            tail.release()
         if changed:
             self.version += 1
         return changed
@@ -314,4 +326,5 @@ class EnergyFollower:
         return _run_energy(view, self._series)
 
     def close(self) -> None:
-        self._tail.close()
+        for tail in self._tails.values():
+            tail.close()

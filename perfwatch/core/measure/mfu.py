@@ -210,6 +210,31 @@ def peak_from_telemetry(records: Sequence[Mapping[str, Any]], dtype: str) -> tup
     return None, "no GPU in the run's telemetry"
 
 
+class PeakRecords:
+    """The few records of a run's telemetry that `peak_from_telemetry` reads, kept while the records stream by
+    (`report`'s pass, the live engine's follower): the first record, the first saying there is no GPU, and
+    the first naming one (after which nothing more is kept)."""
+
+    __slots__ = ("_named", "_unavailable", "records")
+
+    def __init__(self) -> None:
+        self.records: list[Mapping[str, Any]] = []
+        self._named = self._unavailable = False
+
+    def add(self, rec: Mapping[str, Any]) -> bool:
+        """Look at the next record; True when it was kept (the peak the records give may have changed)."""
+        if self._named:
+            return False
+        gpus = rec.get("gpus")
+        named = isinstance(gpus, list) and any(isinstance(g, dict) and g.get("name") for g in gpus)
+        unavailable = bool(rec.get("gpu_unavailable")) and not self._unavailable
+        kept = named or unavailable or not self.records
+        if kept:
+            self.records.append(rec)
+        self._named, self._unavailable = named, self._unavailable or unavailable
+        return kept
+
+
 def _datasheet(peak: PeakFlops, evidence: str) -> str:
     return f"{peak.device} {peak.dtype} dense, datasheet ({evidence})"
 
