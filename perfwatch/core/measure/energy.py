@@ -14,7 +14,9 @@ the samples cover is counted (`covered_s` says how much that is).
 One computation for every front end: `report` (`energy_columns`, over the records of the whole file)
 and the live engine (`EnergyFollower`, which keeps only each GPU's (time, counter, power) readings as
 the file grows) both end in `_run_energy` over the same per-GPU series, so the TUI, `--headless` and
-`report` show the same number for the same telemetry.jsonl.
+`report` show the same number for the same telemetry.jsonl. A run sampled on compute nodes (Slurm) has
+one file per node; its energy is that of every GPU of every node, and each node's share is computed
+the same way over that node's GPUs.
 """
 
 from __future__ import annotations
@@ -32,8 +34,9 @@ import msgspec
 
 from perfwatch.core.ingest.sanitize import finite
 from perfwatch.core.ingest.tail import FileTail
+from perfwatch.core.layout import telemetry_node
 from perfwatch.core.model.view import RunView
-from perfwatch.core.telemetry.jsonl import field
+from perfwatch.core.telemetry.jsonl import TelemetryFiles, field
 
 COUNTER = "energy counter"
 POWER = "power integrated over time (no energy counter)"
@@ -47,7 +50,9 @@ def how(method: str) -> str:
 
 
 _Series = dict[Any, "_Gpu"]
-Readings = _Series  # per GPU (uuid, else index) its readings: `add_readings` fills it
+# per GPU its readings: `add_readings` fills it. A GPU is known by its uuid, else by its index (on a compute
+# node: by the node and its index), so each GPU's readings come from one telemetry file
+Readings = _Series
 
 
 class Energy(msgspec.Struct, frozen=True):
@@ -182,10 +187,11 @@ def add_readings(out: _Series, rec: Mapping[str, Any]) -> bool:
     if t is None:
         return False
     added = False
+    node = rec.get("node")  # sampled on a compute node (Slurm): GPU indices repeat from node to node
     for g in rec.get("gpus") or ():
         if not isinstance(g, dict):
             continue
-        key = g.get("uuid") or g.get("index")
+        key = g.get("uuid") or ((node, g.get("index")) if isinstance(node, str) and node else g.get("index"))
         gpu = out.get(key)
         if gpu is None:
             gpu = out[key] = _Gpu()
@@ -276,42 +282,72 @@ def readings_energy_columns(view: RunView, series: Readings) -> dict[str, Any]:
 
 
 class EnergyFollower:
-    """One run's telemetry.jsonl read as it grows, for the live view's energy (one thread only).
+    """One run's telemetry read as it grows, for the live view's energy (one thread only).
 
-    Keeps each GPU's (time, counter, power) readings only (three numbers a GPU a second) and computes
-    with the same code as `report` (`_run_energy`). Reading goes through the one file tailer, which
-    starts over when the file is replaced (a restarted run's new attempt); the descriptor is released
-    between polls, so following every run of a large campaign holds no file open.
+    The run's files are its telemetry.jsonl and, sampled on compute nodes (Slurm), each node's file
+    beside it (`jsonl.TelemetryFiles`: a node that starts late is picked up), as `report` reads them.
+    Keeps each GPU's (time, counter, power) readings only (three numbers a GPU a second), per file, and
+    computes with the same code as `report` (`_run_energy`) over all of them: the run's energy is
+    `report`'s number; `node_energy` is each node's share. Reading goes through the one file tailer,
+    which starts over when a file is replaced (a restarted run's new attempt): only that file's
+    readings are dropped, as are those of a file that is gone (kept aside as `.attempt-N.*`). Descriptors are released between polls, so following every run of a large
+    campaign holds no file open.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
-        self._tail = FileTail(path)
-        self._series: _Series = {}
+        self._files = TelemetryFiles(path)
+        self._tails: dict[Path, FileTail] = {}
+        self._series: dict[Path, _Series] = {}  # per file, its GPUs' readings
         self.version = 0  # increments when the readings changed
 
     def poll(self) -> bool:
         """Read what was appended; True when the readings changed. Unreadable lines are skipped
         (as `read_telemetry` skips them); a file that cannot be read yields nothing."""
-
         changed = False
-        while (batch := self._tail.read()) is not None:
-            if batch.reset and self._series:
-                self._series, changed = {}, True
-            for raw in batch.lines:
-                try:
-                    obj = json.loads(raw)
-                except ValueError:
-                    continue
-                if isinstance(obj, dict) and add_readings(self._series, obj):
+        files = self._files.files()
+        for gone in [path for path in self._tails if path not in files]:  # moved away (a restart keeps it aside)
+            self._tails.pop(gone).close()
+            changed = bool(self._series.pop(gone)) or changed
+        for path in files:
+            tail = self._tails.get(path)
+            if tail is None:
+                tail = self._tails[path] = FileTail(path)
+                self._series[path] = {}
+            series = self._series[path]
+            while (batch := tail.read()) is not None:
+                if batch.reset and series:
+                    series.clear()
                     changed = True
-        self._tail.release()
+                for raw in batch.lines:
+                    try:
+                        obj = json.loads(raw)
+                    except ValueError:
+                        continue
+                    if isinstance(obj, dict) and add_readings(series, obj):
+                        changed = True
+            tail.release()
         if changed:
             self.version += 1
         return changed
 
     def energy(self, view: RunView) -> RunEnergy:
-        return _run_energy(view, self._series)
+        """The run's energy over every file: `report`'s computation on the same readings."""
+        merged: _Series = {}
+        for series in self._series.values():
+            merged.update(series)  # one GPU, one file (see `Readings`)
+        return _run_energy(view, merged)
+
+    def node_energy(self, view: RunView) -> dict[str, RunEnergy]:
+        """Each compute node's share (node name -> its energy; "" for the run's own telemetry.jsonl),
+        for the files that hold GPU readings."""
+        out = {}
+        for path, series in self._series.items():
+            node = telemetry_node(path.name)
+            if series and node is not None:
+                out[node] = _run_energy(view, series)
+        return out
 
     def close(self) -> None:
-        self._tail.close()
+        for tail in self._tails.values():
+            tail.close()
