@@ -161,6 +161,45 @@ def test_records_out_of_time_order_and_a_file_that_grows_give_the_same_energy(tm
     assert live == run_energy(view, power)  # the report's computation, the same number exactly
 
 
+def test_gpus_of_two_nodes_with_the_same_index_and_no_uuid_are_two_gpus(tmp_path: Path) -> None:
+    from perfwatch.core.layout import node_telemetry_name
+    from perfwatch.core.measure.energy import EnergyFollower
+
+    run = tmp_path / "run"
+    run.mkdir()
+    for node, watts in (("n1", 100.0), ("n2", 300.0)):  # each node's GPU 0, no uuid recorded
+        with open(run / node_telemetry_name(node), "w") as f:
+            for i in range(5):
+                f.write(json.dumps({"time": T0 + i, "node": node, "gpus": [{"index": 0, "power_w": watts}]}) + "\n")
+    # by hand: 100 W x 4 s + 300 W x 4 s = 1600 J, from two GPUs
+    e = gpu_energy(read_telemetry(run))
+    assert e is not None and e.gpus == 2 and e.joules == pytest.approx(1600.0)
+    follower = EnergyFollower(run / "telemetry.jsonl")  # the live view's reader, every node's file
+    assert follower.poll()
+    _mllog(run / "mllog.txt", T0 + 1, T0 + 3, samples=800)
+    from perfwatch.core.model.book import load
+
+    (view,) = load(run).views()
+    live = follower.energy(view)
+    assert live == run_energy(view, read_telemetry(run))
+    assert live.whole is not None and live.whole.joules == pytest.approx(1600.0)
+    nodes = follower.node_energy(view)
+    assert {n: e.whole.joules for n, e in nodes.items() if e.whole} == {"n1": pytest.approx(400.0),
+                                                                         "n2": pytest.approx(1200.0)}
+    from perfwatch.core.measure.columns import LiveTelemetry
+
+    metrics = LiveTelemetry(str(run / "telemetry.jsonl"))  # the metrics endpoint's reader
+    assert metrics.poll() and metrics.columns.columns(view)["energy_run_kj"] == pytest.approx(1.6)
+    # a restart keeps the attempt's files aside (`.attempt-1.*`): the live readers forget n2's readings
+    (run / node_telemetry_name("n2")).rename(run / f".attempt-1.{node_telemetry_name('n2')}")
+    assert follower.poll() and set(follower.node_energy(view)) == {"n1"}
+    whole = follower.energy(view).whole
+    assert whole is not None and whole.joules == pytest.approx(400.0)
+    assert metrics.poll() and metrics.columns.columns(view)["energy_run_kj"] == pytest.approx(0.4)
+    follower.close()
+    metrics.close()
+
+
 # ---- per-run GPU truth, through the real sampling code over a scripted NVML --------------------------------
 @pytest.fixture
 def two_sleepers():  # type: ignore[no-untyped-def]

@@ -118,6 +118,78 @@ async def test_energy_to_train_is_one_number_in_the_tui_headless_and_report(tmp_
     assert report["cpu.r0"]["energy_to_train_kj"] is None and "cpu.r0" not in headless and cells["cpu.r0"] == "–"
 
 
+def two_node_logdir(root) -> tuple:
+    """A finished run sampled on two compute nodes (Slurm), its telemetry written by the node sampler's own
+    code (telemetry/node.py `record_sample`) over scripted NVML GPUs: n1 has two GPUs with the energy
+    counter, n2 one GPU without it. Returns (LOGDIR, run folder)."""
+    from test_energy import T0, _mllog
+
+    from perfwatch.core.telemetry.fake import GIB, FakeGpu, FakeSampler
+    from perfwatch.core.telemetry.node import record_sample
+
+    logdir = root / "logdir"
+    run = logdir / "bert.r0"
+    run.mkdir(parents=True)
+    _mllog(run / "mllog.txt", T0 + 2.5, T0 + 7.5, samples=6500)
+    now = [T0]
+    a = FakeGpu(power_mw=300_000, energy_mj=10_000_000, util_gpu=90, mem_used=40 * GIB, compute_procs=[(4242, GIB)])
+    b = FakeGpu(power_mw=200_000, energy_mj=20_000_000, util_gpu=70, mem_used=30 * GIB, compute_procs=[(4242, GIB)])
+    c = FakeGpu(power_mw=150_000, util_gpu=50, mem_used=20 * GIB, compute_procs=[(4343, GIB)])
+    n1, n2 = FakeSampler([a, b], clock=lambda: now[0]), FakeSampler([c], clock=lambda: now[0] + 0.5)
+    n2.fail("energy_mj", "NotSupported")
+    for i in range(11):  # n1 samples at T0 + 0..10 s, n2 at T0 + 0.5..10.5 s
+        now[0] = T0 + i
+        a.energy_mj, b.energy_mj = 10_000_000 + 300_000 * i, 20_000_000 + 200_000 * i  # 300 J/s and 200 J/s
+        assert record_sample(n1, run, "n1", (4242,)) is not None
+        assert record_sample(n2, run, "n2", (4343,)) is not None
+    return logdir, run
+
+
+# by hand, from the numbers above: run_start T0 + 2.5 s, run_stop T0 + 7.5 s (5 s)
+# n1: counters 300 J/s + 200 J/s -> 2500 J to train, 5000 J over its 10 s of samples
+# n2: no counter, a flat 150 W integrated -> 750 J to train, 1500 J over its 10 s
+# the run: 3250 J = 3.25 kJ to train (6500 samples / 3250 J = 2 samples/J), 6.50 kJ whole
+async def test_a_two_node_runs_energy_is_one_number_in_the_snapshot_tui_report_and_metrics(tmp_path):
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from perfwatch.core.layout import node_telemetry_name
+
+    logdir, run = two_node_logdir(tmp_path)
+    assert sorted(p.name for p in run.glob("telemetry*")) == [node_telemetry_name("n1"), node_telemetry_name("n2")]
+    (row,) = json.loads(_cli("report", str(logdir), "--format", "json"))["runs"]
+    assert row["energy_to_train_kj"] == pytest.approx(3.25) and row["energy_run_kj"] == pytest.approx(6.5)
+    assert row["samples_per_j"] == pytest.approx(2.0)
+    (line,) = [x for x in _cli("attach", str(logdir), "--once").splitlines() if "bert.r0" in x and "energy" in x]
+    assert "energy-to-train 3.250 kJ (NVML counter + ∫power, estimated)" in line
+
+    app = attach_app(logdir, theme="dark")
+    async with app.run_test(size=(160, 50)) as pilot:
+        await until(pilot, lambda: table(app)._rows.get("bert.r0") is not None
+                    and table(app)._rows["bert.r0"].cells["energy"] != "–", "the run's energy")
+        cell = table(app)._rows["bert.r0"].cells["energy"]
+        table(app).select("bert.r0")
+        await until(pilot, lambda: app.engine.snapshot.selected.by_node is not None
+                    and app.engine.snapshot.selected.by_node.total.energy is not None, "the selected run's nodes")
+        snap = app.engine.snapshot
+        metrics = {f.name: f for f in text_string_to_metric_families(_metrics_text(app.session))}
+    live = snap.energy["bert.r0"]
+    assert live.to_train is not None and live.whole is not None
+    # the same number, not a close one: the snapshot's joules are report's kJ x 1000
+    assert live.to_train.energy.kj == row["energy_to_train_kj"] and live.whole.kj == row["energy_run_kj"]
+    assert live.to_train.samples_per_joule == row["samples_per_j"]
+    assert cell == "3.25 kJ"
+    (sample,) = [s for s in metrics["perfwatch_run_energy_to_train_joules"].samples if s.labels["run"] == "bert.r0"]
+    assert sample.value == live.to_train.energy.joules == pytest.approx(3250.0)
+    by_node = snap.selected.by_node
+    assert by_node is not None and [n.node for n in by_node.nodes] == ["n1", "n2"]
+    assert by_node.total.energy == live  # the total is the run's own number
+    n1, n2 = by_node.nodes
+    assert n1.energy is not None and n1.energy.to_train is not None and n2.energy is not None
+    assert n2.energy.to_train is not None
+    assert (n1.energy.to_train.energy.joules, n2.energy.to_train.energy.joules) == (pytest.approx(2500.0),
+                                                                                     pytest.approx(750.0))
+
+
 # ---- states and counts: a real campaign whose runs end every way a run can end -------------------------
 FAKE = "tests/workloads_fake/fake.py"
 TARGET = "target: {key: eval_accuracy, value: 0.9, higher_is_better: true}"

@@ -288,6 +288,25 @@ def test_two_node_torchrun_job_rendezvous_from_the_allocation(slurm_two_nodes, t
         assert abs(row["telemetry_nodes"][node]["cpu_mean"] - mean) < 1e-6
     assert abs(row["cpu_mean"] - sum(cpu_means.values())) < 1e-6  # the run's total: both nodes added
 
+    # the live view: the engine follows both nodes' files, each node's newest figures and their total
+    from perfwatch.core.engine import LiveEngine, attach_session
+
+    engine = LiveEngine(attach_session(logdir, control=False), follow_interval=0.0).start(threaded=False)
+    try:
+        engine.select("ddp.r0")
+        assert wait_for(lambda: (s := engine.snapshot) is not None and s.selected.by_node is not None
+                        and len(s.selected.by_node.nodes) == 2, timeout=20, tick=engine.step)
+        snap = engine.snapshot
+    finally:
+        engine.stop()
+    assert snap is not None and snap.selected.by_node is not None
+    nodes, total = snap.selected.by_node.nodes, snap.selected.by_node.total
+    newest = {node: json.loads((folder / f"telemetry.{node}.jsonl").read_text().splitlines()[-1]) for node in cpu_means}
+    cpus = [newest[node].get("cpu_percent") for node in ("n1", "n2")]
+    assert [(n.node, n.cpu_percent, n.gpus) for n in nodes] == [("n1", cpus[0], 0), ("n2", cpus[1], 0)]  # no GPU here
+    known = [c for c in cpus if c is not None]
+    assert total.cpu_percent == (sum(known) if known else None) and total.gpus == 0
+
 
 def test_a_hung_rank_of_a_two_node_job_is_found_with_every_ranks_stacks(slurm_two_nodes, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     """The hang watchdog on a 2-node Slurm job: rank 1 (node n2) stops before its collective; the run turns

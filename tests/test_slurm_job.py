@@ -109,11 +109,16 @@ def test_per_node_telemetry_files_are_read_as_one_run_with_totals_and_nodes(tmp_
     assert total.power_mean_w == 200 + 100  # n1 averages 200 W, n2 draws 100 W
     assert total.gpus == 3 and total.rss_max == 3500
     assert total.gpu_util_mean == (80 * 1 + 20 * 2) / 3  # per-GPU mean over all three GPUs
-    # the live view follows a Slurm run's first node while it has no telemetry.jsonl of its own
+    # the live view follows every node's file of the run (tests/test_ui_telemetry.py: per node and total)
     from types import SimpleNamespace
 
+    from perfwatch.core.telemetry.follow import RunTelemetryFollower
+
     proc = SimpleNamespace(folder=run)  # a launched run's ProcInfo, as far as telemetry_path reads it
-    assert telemetry_path(None, proc) == run / "telemetry.n1.jsonl"  # type: ignore[arg-type]
+    path = telemetry_path(None, proc)  # type: ignore[arg-type]
+    assert path == run / "telemetry.jsonl"
+    follower = RunTelemetryFollower(path)
+    assert follower.poll() and {node: len(recs) for node, recs in follower.records.items()} == {"n1": 2, "n2": 1}
     # the metrics endpoint: the run's totals, and one series per node
     from perfwatch.core.measure.columns import report_extra
     from perfwatch.core.model.run import Run
@@ -132,12 +137,12 @@ def test_per_node_telemetry_files_are_read_as_one_run_with_totals_and_nodes(tmp_
     # the live engine's energy (the TUI's, the endpoint's) reads every node's file, as `report` does
     from perfwatch.core.measure.energy import EnergyFollower
 
-    follower = EnergyFollower(run / "telemetry.jsonl")
-    assert follower.poll()
-    whole = follower.energy(view).whole
+    energy = EnergyFollower(run / "telemetry.jsonl")
+    assert energy.poll()
+    whole = energy.energy(view).whole
     assert whole is not None and whole.joules == pytest.approx(200.0)  # by hand: n1's GPU, 300 W then 100 W, 1 s
     assert rows["bert.r0"]["energy_run_kj"] == pytest.approx(0.2)
-    follower.close()
+    energy.close()
 
     # the endpoint follows every node's file as it grows, reading only what was appended
     from perfwatch.core.measure.columns import LiveTelemetry
@@ -151,6 +156,5 @@ def test_per_node_telemetry_files_are_read_as_one_run_with_totals_and_nodes(tmp_
     assert nodes is not None and nodes["n2"].cpu_mean == 30 and nodes["n1"].cpu_mean == 75
     assert not live.poll()  # nothing new
     live.close()
-
-    (run / "telemetry.jsonl").write_text("")
-    assert telemetry_path(None, proc) == run / "telemetry.jsonl"  # type: ignore[arg-type]
+    assert follower.poll() and [r["time"] for r in follower.records["n2"]] == [1.5, 2.5]  # n2's new record
+    follower.close()

@@ -8,7 +8,8 @@ if a detached scheduler still owns it, it controls it through requests
 
 `LiveEngine` is the one data path both front ends drive (the TUI and `--headless`): it owns
 the log watcher, the `RunBook`, controller polling, device telemetry and the selected run's
-`telemetry.jsonl`, every run's GPU energy (core/measure/energy.py), all on its own thread, and hands out immutable `LiveSnapshot`s plus typed
+telemetry (its `telemetry.jsonl`, or every compute node's file of a Slurm run, with each node's
+figures and their total), every run's GPU energy (core/measure/energy.py), all on its own thread, and hands out immutable `LiveSnapshot`s plus typed
 `EngineError`s ("cannot read X: why") for the front end to show. Front ends only present.
 """
 
@@ -21,7 +22,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Protocol
@@ -33,17 +34,18 @@ from perfwatch.core.control.scheduler import Scheduler, Untrusted
 from perfwatch.core.control.states import ACTIONS, RunState
 from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.watch import LogWatcher
-from perfwatch.core.layout import RANKS_DIR, REGISTRY_FILE, RUN_LOGS, TELEMETRY_FILE, node_telemetry_files
+from perfwatch.core.layout import RANKS_DIR, REGISTRY_FILE, RUN_LOGS, TELEMETRY_FILE
 from perfwatch.core.measure.energy import EnergyFollower, RunEnergy
 from perfwatch.core.measure.eta import Eta, eta_to_target
 from perfwatch.core.measure.mfu import Mfu, Overrides, overrides_from_registry, run_mfu
+from perfwatch.core.measure.nodes import NodeTelemetry, node_telemetry
 from perfwatch.core.measure.throughput import rolling_throughput, samples_rate
 from perfwatch.core.model.attempts import Attempt, earlier_attempts
 from perfwatch.core.model.book import RunBook, iter_blocks
 from perfwatch.core.model.status import Counts, ProcFacts, RunStatus, count, judge
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.summary import RecordedRun, recorded_runs
-from perfwatch.core.telemetry.follow import TelemetryFollower
+from perfwatch.core.telemetry.follow import RunTelemetryFollower
 from perfwatch.core.telemetry.ranks import RankReport, rank_report
 from perfwatch.core.telemetry.types import Sampler, Snapshot
 
@@ -147,19 +149,20 @@ def reread(session: Session) -> RunBook:
 
 def telemetry_path(view: RunView | None, proc: ProcInfo | None) -> Path | None:
     """LOGDIR/<run>/telemetry.jsonl for a launched run or a run folder; None for plain result logs.
-    A run sampled on compute nodes instead (Slurm) is followed on its first node's file."""
+    The run's telemetry is that file and, sampled on compute nodes (Slurm), the node files beside it
+    (`jsonl.telemetry_files`)."""
     if proc is not None:
         folder = Path(proc.folder)
     elif view is not None and Path(view.path).name in RUN_LOGS:
         folder = Path(view.path).parent
     else:
         return None
-    nodes = [] if (folder / TELEMETRY_FILE).exists() else node_telemetry_files(folder)
-    return nodes[0] if nodes else folder / TELEMETRY_FILE
+    return folder / TELEMETRY_FILE
 
 
 def energy_path(view: RunView) -> Path:
-    """The telemetry.jsonl beside a run's log: where `report` reads its energy too (one number)."""
+    """The telemetry.jsonl beside a run's log (with the node files beside it, `jsonl.telemetry_files`):
+    where `report` reads its energy too (one number)."""
     return Path(view.path).parent / TELEMETRY_FILE
 
 
@@ -179,12 +182,17 @@ class SelectedRun:
 
     run_id: str | None
     tail: tuple[str, ...] = ()
-    # the last records of its telemetry.jsonl; None: the run has no such file (plain result logs)
+    # the last records of its telemetry.jsonl (a run sampled on compute nodes: of its first node);
+    # None: the run has no such file (plain result logs)
     telemetry: tuple[Mapping[str, Any], ...] | None = None
+    # a run sampled on compute nodes (Slurm): each node's last records, by node name
+    nodes: Mapping[str, tuple[Mapping[str, Any], ...]] = field(default_factory=lambda: _EMPTY)
+    # ... and each node's figures now with the run's total (core/measure/nodes.py); None: no node's record
+    by_node: NodeTelemetry | None = None
 
 
-_NO_SELECTION = SelectedRun(None)
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
+_NO_SELECTION = SelectedRun(None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -349,7 +357,8 @@ class LiveEngine:
         self._next_poll = 0.0
         self._next_follow = 0.0
         self._selected: SelectedRun = _NO_SELECTION
-        self._follower: TelemetryFollower | None = None
+        self._follower: RunTelemetryFollower | None = None
+        self._sel_records: dict[str, tuple[dict[str, Any], ...]] = {}  # the selected run's, by source
         self._energy: dict[str, RunEnergy] = {}
         self._energy_followers: dict[str, EnergyFollower] = {}
         self._energy_keys: dict[str, tuple[object, ...]] = {}
@@ -739,8 +748,8 @@ class LiveEngine:
                 self._follower.close()
             view, proc = self._views.get(want) if want else None, self._procs.get(want) if want else None
             path = telemetry_path(view, proc)
-            self._follower = TelemetryFollower(path) if path is not None else None
-            self._next_follow = 0.0
+            self._follower = RunTelemetryFollower(path) if path is not None else None
+            self._next_follow, self._sel_records = 0.0, {}
             sel = SelectedRun(want, self.book.log_tail(want) if want else (), None if path is None else ())
             moved = True
         else:
@@ -748,27 +757,39 @@ class LiveEngine:
             if want is not None and want in changed:
                 tail = self.book.log_tail(want)
                 if tail != sel.tail:
-                    sel, moved = SelectedRun(want, tail, sel.telemetry), True
-            current = self._follower.path if self._follower is not None else None
-            if want is not None and (current is None or not current.exists()):
+                    sel, moved = replace(sel, tail=tail), True
+            if want is not None and self._follower is None:
                 path = telemetry_path(self._views.get(want), self._procs.get(want))
-                if path is not None and path != current:  # got a folder, or its nodes' files (Slurm) appeared
-                    if self._follower is not None:
-                        self._follower.close()
-                    self._follower, self._next_follow = TelemetryFollower(path), 0.0
-                    sel, moved = SelectedRun(want, sel.tail, ()), True
+                if path is not None:  # the run got a folder: its log or its process appeared
+                    self._follower, self._next_follow = RunTelemetryFollower(path), 0.0
+                    sel, moved = replace(sel, telemetry=()), True
         follower = self._follower
+        grew = False
         if follower is not None and now + ALIGN >= self._next_follow:
             self._next_follow = now + self.follow_interval
-            try:
-                grew = follower.poll()
-            except OSError as exc:
-                errors.append(EngineError("telemetry", f"cannot read {exc.filename}: {exc.strerror}", time.time()))
-                grew = False
+            grew = follower.poll()
+            errors.extend(EngineError("telemetry", f"cannot read {exc.filename}: {exc.strerror}", time.time())
+                          for exc in follower.problems)
             if grew:
-                sel, moved = SelectedRun(want, sel.tail, tuple(follower.records)), True
+                self._sel_records = follower.records
+        if follower is not None and want is not None and (grew or want in changed):
+            records = self._sel_records
+            by_node = self._by_node(want, records)
+            if grew or by_node != sel.by_node:
+                nodes = MappingProxyType({node: recs for node, recs in records.items() if node})
+                sel = replace(sel, telemetry=next(iter(records.values()), ()), nodes=nodes, by_node=by_node)
+                moved = True
         self._selected = sel
         return moved
+
+    def _by_node(self, run_id: str, records: Mapping[str, tuple[dict[str, Any], ...]]) -> NodeTelemetry | None:
+        """A run sampled on compute nodes: each node's figures now, with its share of the GPU energy, and the
+        run's total, whose energy is the run's (`report`'s number); None for a run sampled where perfwatch runs."""
+        if not any(records):  # no compute node's file (only "": telemetry.jsonl)
+            return None
+        view, follower = self._views.get(run_id), self._energy_followers.get(run_id)
+        energy = follower.node_energy(view) if view is not None and follower is not None else {}
+        return node_telemetry(records, energy, self._energy.get(run_id))
 
     def _publish(self, changed: set[str], devices: bool, selected: bool, errors: list[EngineError],
                  ready: bool) -> None:

@@ -164,26 +164,33 @@ class LiveTelemetry:
     """A run's growing telemetry followed incrementally: `poll()` parses only the lines appended since the
     last poll into `columns`, so a scrape of a 55-hour 8-GPU run reads seconds of new samples, not the
     whole file. The run's files are its telemetry.jsonl and, for a Slurm run, each node's file
-    (`jsonl.telemetry_files`, looked for again at every poll: nodes start writing at different times);
-    when one of them is replaced or truncated, all are read again from the start. One thread only."""
+    (`jsonl.TelemetryFiles`, looked for again at every poll: nodes start writing at different times);
+    when one of them is replaced, truncated or gone, all are read again from the start. One thread only."""
 
     def __init__(self, path: str) -> None:
         self.path = path
         self.columns = TelemetryColumns()
         self.version = 0  # increments when the columns changed
         self._followers: dict[str, Any] = {}  # file -> its RecordFollower
+        self._files: Any = None  # jsonl.TelemetryFiles, at the first poll
 
     def poll(self) -> bool:
         from perfwatch.core.telemetry.follow import RecordFollower
-        from perfwatch.core.telemetry.jsonl import telemetry_files
+        from perfwatch.core.telemetry.jsonl import TelemetryFiles
 
-        for f in map(str, telemetry_files(self.path)):
+        if self._files is None:
+            self._files = TelemetryFiles(self.path)
+        files = [str(f) for f in self._files.files()]
+        gone = [f for f in self._followers if f not in files]  # kept aside by a restart (`.attempt-N.*`)
+        for f in gone:
+            self._followers.pop(f).close()
+        for f in files:
             if f not in self._followers:
                 self._followers[f] = RecordFollower(f)
         batches = [batch for follower in self._followers.values() for batch in follower.poll()]
-        if not batches:
+        if not batches and not (gone and self.columns.samples):
             return False
-        if self.columns.samples and any(reset for reset, _ in batches):  # counted samples are gone: read all again
+        if self.columns.samples and (gone or any(reset for reset, _ in batches)):  # counted samples are gone: read all again
             self.close()
             self._followers, self.columns = {}, TelemetryColumns()
             self.poll()  # nothing counted now, so this reads each file once from its start

@@ -14,7 +14,9 @@ the samples cover is counted (`covered_s` says how much that is).
 One computation for every front end: `report` (`energy_columns`, over the records of the whole file)
 and the live engine (`EnergyFollower`, which keeps only each GPU's (time, counter, power) readings as
 the file grows) both end in `_run_energy` over the same per-GPU series, so the TUI, `--headless` and
-`report` show the same number for the same telemetry.jsonl.
+`report` show the same number for the same telemetry.jsonl. A run sampled on compute nodes (Slurm) has
+one file per node; its energy is that of every GPU of every node, and each node's share is computed
+the same way over that node's GPUs.
 """
 
 from __future__ import annotations
@@ -32,9 +34,10 @@ import msgspec
 
 from perfwatch.core.ingest.sanitize import finite
 from perfwatch.core.ingest.tail import FileTail
+from perfwatch.core.layout import telemetry_node
 from perfwatch.core.measure.mfu import PeakRecords
 from perfwatch.core.model.view import RunView
-from perfwatch.core.telemetry.jsonl import field, telemetry_files
+from perfwatch.core.telemetry.jsonl import TelemetryFiles, field
 
 COUNTER = "energy counter"
 POWER = "power integrated over time (no energy counter)"
@@ -48,7 +51,9 @@ def how(method: str) -> str:
 
 
 _Series = dict[Any, "_Gpu"]
-Readings = _Series  # per GPU (uuid, else index) its readings: `add_readings` fills it
+# per GPU its readings: `add_readings` fills it. A GPU is known by its uuid, else by its index (on a compute
+# node: by the node and its index), so each GPU's readings come from one telemetry file
+Readings = _Series
 
 
 class Energy(msgspec.Struct, frozen=True):
@@ -183,10 +188,11 @@ def add_readings(out: _Series, rec: Mapping[str, Any]) -> bool:
     if t is None:
         return False
     added = False
+    node = rec.get("node")  # sampled on a compute node (Slurm): GPU indices repeat from node to node
     for g in rec.get("gpus") or ():
         if not isinstance(g, dict):
             continue
-        key = g.get("uuid") or g.get("index")
+        key = g.get("uuid") or ((node, g.get("index")) if isinstance(node, str) and node else g.get("index"))
         gpu = out.get(key)
         if gpu is None:
             gpu = out[key] = _Gpu()
@@ -277,45 +283,60 @@ def readings_energy_columns(view: RunView, series: Readings) -> dict[str, Any]:
 
 
 class EnergyFollower:
-    """One run's telemetry read as it grows, for the live view's energy (one thread only): its
-    telemetry.jsonl and, for a run sampled on its compute nodes (Slurm), each node's file, as `report`
-    reads them (`jsonl.telemetry_files`, looked for again at every poll: nodes start at different times).
+    """One run's telemetry read as it grows, for the live view's energy (one thread only).
 
-    Keeps each GPU's (time, counter, power) readings only (three numbers a GPU a second) and computes
-    with the same code as `report` (`_run_energy`), and the records that name the run's GPU (the MFU
-    peak when no live sample gives it). Reading goes through the one file tailer; when a file is
-    replaced (a restarted run's new attempt) or truncated, every file is read again from its start. The
-    descriptors are released between polls, so following every run of a large campaign holds no file open.
+    The run's files are its telemetry.jsonl and, sampled on compute nodes (Slurm), each node's file
+    beside it (`jsonl.TelemetryFiles`: a node that starts late is picked up), as `report` reads them.
+    Keeps each GPU's (time, counter, power) readings only (three numbers a GPU a second), per file, and
+    computes with the same code as `report` (`_run_energy`) over all of them: the run's energy is
+    `report`'s number; `node_energy` is each node's share. It also keeps, per file, the records that
+    name the run's GPU (`peak`: the MFU peak when no live sample gives it). Reading goes through the one
+    file tailer, which starts over when a file is replaced (a restarted run's new attempt): only that
+    file's readings are dropped, as are those of a file that is gone (kept aside as `.attempt-N.*`).
+    Descriptors are released between polls, so following every run of a large campaign holds no file open.
     """
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        self._files = TelemetryFiles(path)
         self._tails: dict[Path, FileTail] = {}
-        self._series: _Series = {}
-        self.peak = PeakRecords()  # the records that name the run's GPU, for its MFU peak (measure/mfu.py)
+        self._series: dict[Path, _Series] = {}  # per file, its GPUs' readings
+        self._peaks: dict[Path, PeakRecords] = {}  # per file, the records naming its GPU
         self.version = 0  # increments when the readings (or the peak records) changed
+
+    @property
+    def peak(self) -> PeakRecords:
+        """The peak records of the first file (telemetry.jsonl, then the nodes in order) that names a GPU,
+        else of the first file with any."""
+        peaks = [self._peaks[path] for path in sorted(self._peaks) if self._peaks[path].records]
+        named = [p for p in peaks if p.named]
+        return (named or peaks or [PeakRecords()])[0]
 
     def poll(self) -> bool:
         """Read what was appended; True when the readings changed. Unreadable lines are skipped
         (as `read_telemetry` skips them); a file that cannot be read yields nothing."""
-        for f in telemetry_files(self.path):
-            if f not in self._tails:
-                self._tails[f] = FileTail(f)
         changed = False
-        for tail in self._tails.values():
+        files = self._files.files()
+        for gone in [path for path in self._tails if path not in files]:  # moved away (a restart keeps it aside)
+            self._tails.pop(gone).close()
+            changed = bool(self._series.pop(gone)) or bool(self._peaks.pop(gone).records) or changed
+        for path in files:
+            tail = self._tails.get(path)
+            if tail is None:
+                tail = self._tails[path] = FileTail(path)
+                self._series[path], self._peaks[path] = {}, PeakRecords()
+            series, peak = self._series[path], self._peaks[path]
             while (batch := tail.read()) is not None:
-                if batch.reset and (self._series or self.peak.records):  # counted readings are gone: all again
-                    self.close()
-                    self._tails, self._series, self.peak = {}, {}, PeakRecords()
-                    self.poll()  # nothing counted now, so this reads each file once from its start
-                    self.version += 1
-                    return True
+                if batch.reset and (series or peak.records):
+                    series.clear()
+                    peak = self._peaks[path] = PeakRecords()
+                    changed = True
                 for raw in batch.lines:
                     try:
                         obj = json.loads(raw)
                     except ValueError:
                         continue
-                    if isinstance(obj, dict) and (add_readings(self._series, obj) | self.peak.add(obj)):
+                    if isinstance(obj, dict) and (add_readings(series, obj) | peak.add(obj)):
                         changed = True
             tail.release()
         if changed:
@@ -323,7 +344,21 @@ class EnergyFollower:
         return changed
 
     def energy(self, view: RunView) -> RunEnergy:
-        return _run_energy(view, self._series)
+        """The run's energy over every file: `report`'s computation on the same readings."""
+        merged: _Series = {}
+        for series in self._series.values():
+            merged.update(series)  # one GPU, one file (see `Readings`)
+        return _run_energy(view, merged)
+
+    def node_energy(self, view: RunView) -> dict[str, RunEnergy]:
+        """Each compute node's share (node name -> its energy; "" for the run's own telemetry.jsonl),
+        for the files that hold GPU readings."""
+        out = {}
+        for path, series in self._series.items():
+            node = telemetry_node(path.name)
+            if series and node is not None:
+                out[node] = _run_energy(view, series)
+        return out
 
     def close(self) -> None:
         for tail in self._tails.values():

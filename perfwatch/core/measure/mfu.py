@@ -221,6 +221,11 @@ class PeakRecords:
         self.records: list[Mapping[str, Any]] = []
         self._named = self._unavailable = False
 
+    @property
+    def named(self) -> bool:
+        """A kept record names the GPU."""
+        return self._named
+
     def add(self, rec: Mapping[str, Any]) -> bool:
         """Look at the next record; True when it was kept (the peak the records give may have changed)."""
         if self._named:

@@ -26,6 +26,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import time
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -115,6 +116,35 @@ def telemetry_files(path: str | Path) -> list[Path]:
     if p.is_dir():
         p = p / TELEMETRY_FILE
     return [p, *node_telemetry_files(p.parent)] if p.name == TELEMETRY_FILE else [p]
+
+
+class TelemetryFiles:
+    """A run's telemetry files (`telemetry_files`) as they appear, for a reader that asks again and again
+    (the live engine asks for every run every 2 s): the folder is listed again only when its modification
+    time changed (a node's file was created), so asking costs one `stat`. A listing taken within
+    `RECHECK_S` of that time is repeated at the next call: a file created in the same tick of the file
+    system's clock (or seen late through NFS's attribute cache) leaves the time as it was."""
+
+    RECHECK_S = 2.0
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self._mtime: int | None = None
+        self._sure = False
+        self._files: list[Path] = [self.path]
+
+    def files(self) -> list[Path]:
+        if self.path.name != TELEMETRY_FILE:
+            return self._files  # any other file alone (`telemetry_files`)
+        try:
+            mtime = os.stat(self.path.parent).st_mtime_ns
+        except OSError:
+            return self._files  # no folder (yet): its telemetry.jsonl, when it comes
+        if mtime != self._mtime or not self._sure:
+            listed_at = time.time()
+            self._files = telemetry_files(self.path)
+            self._mtime, self._sure = mtime, listed_at - mtime / 1e9 >= self.RECHECK_S
+        return self._files
 
 
 def iter_telemetry(path: str | Path) -> Iterator[dict[str, Any]]:

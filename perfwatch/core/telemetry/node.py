@@ -20,12 +20,13 @@ import signal
 import socket
 import threading
 from pathlib import Path
+from typing import Any
 
 import psutil
 
 from perfwatch.core.layout import node_telemetry_name
 from perfwatch.core.telemetry.jsonl import append_record, run_record
-from perfwatch.core.telemetry.types import RunResources
+from perfwatch.core.telemetry.types import RunResources, Sampler
 
 
 def job_roots(job_id: str, node: str, skip: set[int]) -> tuple[int, ...]:
@@ -44,6 +45,19 @@ def job_roots(job_id: str, node: str, skip: set[int]) -> tuple[int, ...]:
     return tuple(sorted(pid for pid, ppid in mine.items() if ppid not in mine))
 
 
+def record_sample(sampler: Sampler, run_dir: Path, node: str, roots: tuple[int, ...]) -> dict[str, Any] | None:
+    """One sample of this node's share of the run (the processes under `roots`), appended to
+    RUN_DIR/telemetry.<node>.jsonl; None when there was nothing to record. Raises OSError/ValueError
+    when the file cannot be written."""
+    run_id = run_dir.name
+    snap = sampler.sample({run_id: roots} if roots else None)
+    record = run_record(snap, run_id, RunResources(roots, None, run_dir))
+    if record is not None:
+        record["node"] = node
+        append_record(run_dir, record, node_telemetry_name(node))
+    return record
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m perfwatch.core.telemetry.node",
                                 description="sample this compute node for a Slurm job's run folder")
@@ -52,8 +66,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     node = os.environ.get("SLURMD_NODENAME") or socket.gethostname().split(".")[0]
     job_id = os.environ.get("SLURM_JOB_ID", "")
-    run_id = args.run_dir.name
-    name = node_telemetry_name(node)
     me = os.getpid()
     skip = {me, os.getppid()}
 
@@ -66,15 +78,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         while not done.is_set():
             roots = job_roots(job_id, node, skip) if job_id else ()
-            snap = sampler.sample({run_id: roots} if roots else None)
-            record = run_record(snap, run_id, RunResources(roots, None, args.run_dir))
-            if record is not None:
-                record["node"] = node
-                try:
-                    append_record(args.run_dir, record, name)
-                except (OSError, ValueError) as exc:
-                    print(f"perfwatch telemetry on {node}: cannot write {name}: {exc}", flush=True)
-                    return 1
+            try:
+                record_sample(sampler, args.run_dir, node, roots)
+            except (OSError, ValueError) as exc:
+                print(f"perfwatch telemetry on {node}: cannot write {node_telemetry_name(node)}: {exc}", flush=True)
+                return 1
             done.wait(args.interval)
     finally:
         sampler.close()

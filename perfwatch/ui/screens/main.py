@@ -250,7 +250,7 @@ class MainScreen(Screen[None]):
         tail = sel.tail if sel is not None else ()
         energy = snap.energy.get(rid) if snap is not None and rid is not None else None
         key = (rid, view.version if view else None, proc, len(tail), tail[-1] if tail else None,
-               id(sel.telemetry) if sel is not None else None, energy,
+               id(sel.telemetry) if sel is not None else None, id(sel.by_node) if sel is not None else None, energy,
                snap.statuses.get(rid) if snap is not None and rid is not None else None,
                snap.attempts.get(rid) if snap is not None and rid is not None else None)
         if key == self._shown:
@@ -267,7 +267,7 @@ class MainScreen(Screen[None]):
         self.query_one(DetailPane).show(view, tail, proc, findings=findings, eta=eta, energy=energy, status=status,
                                         attempts=attempts, figures=figures)
         if sel is not None:
-            self.query_one(RunTelemetry).show(sel.telemetry)
+            self.query_one(RunTelemetry).show(sel.telemetry, sel.by_node)
 
     def on_runs_table_selected(self, message: RunsTable.Selected) -> None:
         self._selected = self._awaiting = message.run_id

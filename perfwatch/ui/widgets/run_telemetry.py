@@ -4,17 +4,24 @@ The campaign owner appends one record a second to LOGDIR/<run>/telemetry.jsonl (
 `perfwatch.core.telemetry.jsonl`). The `LiveEngine` follows that file for the selected run
 on its own thread and hands the last records out in its snapshot (`SelectedRun.telemetry`);
 this widget only draws them. Runs without such a file (attached MLPerf result logs) say so.
+A run sampled on more than one compute node (Slurm) is shown as one line per node and a total
+line instead, from the figures the engine computed (`SelectedRun.by_node`, core/measure/nodes.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.segment import Segment
 from rich.style import Style
 from textual.strip import Strip
 from textual.widget import Widget
+
+from perfwatch.ui.format import energy_cell
+
+if TYPE_CHECKING:
+    from perfwatch.core.measure.nodes import NodeFigures, NodeTelemetry
 
 _BARS = "▁▂▃▄▅▆▇█"
 NONE_TEXT = "no telemetry recorded for this run"
@@ -95,12 +102,41 @@ def telemetry_cells(records: Sequence[Record]) -> list[list[Cell]]:
     return lines
 
 
+MAX_NODE_LINES = 6  # the nodes' lines and the total; beyond, the first nodes, a line saying how many more, the total
+
+
+def _percent(v: float | None) -> str:
+    return "–" if v is None else f"{v:.0f}%"
+
+
+def node_line(name: str, f: NodeFigures, width: int) -> str:
+    """One node's (or the total's) figures: GPU utilisation and count, power, GPU memory, energy-to-train
+    (so far, as the runs table shows it), the job's CPU and RSS on the node."""
+    power = "–" if f.power_w is None else f"{f.power_w:.0f}W"
+    return (f"{name[:width]:<{width}}  {f.gpus} GPU  util {_percent(f.gpu_util):>4}  power {power:>6}  "
+            f"mem {_bytes(f.mem_used):>6}  energy {energy_cell(f.energy):>8}  cpu {_percent(f.cpu_percent):>5}  "
+            f"rss {_bytes(f.rss):>6}")
+
+
+def node_lines(by_node: NodeTelemetry) -> list[str]:
+    """A line per node ("local": the run's own telemetry.jsonl), then the total; at most MAX_NODE_LINES."""
+    names = [n.node or "local" for n in by_node.nodes]
+    width = min(max(len(name) for name in [*names, "total"]), 16)
+    lines = [node_line(name, n, width) for name, n in zip(names, by_node.nodes, strict=True)]
+    if len(lines) + 1 > MAX_NODE_LINES:
+        shown = MAX_NODE_LINES - 2
+        lines = [*lines[:shown], f"… {len(lines) - shown} more nodes (perfwatch report lists each)"]
+    return [*lines, node_line("total", by_node.total, width)]
+
+
 class RunTelemetry(Widget):
-    """One line for the run's process tree (CPU %, RSS), one per GPU (util, memory, power)."""
+    """One line for the run's process tree (CPU %, RSS), one per GPU (util, memory, power); a run on
+    several compute nodes: one line per node and the total."""
 
     COMPONENT_CLASSES = {"run-telemetry--label", "run-telemetry--spark", "run-telemetry--none"}
     DEFAULT_CSS = """
     RunTelemetry { height: auto; max-height: 3; padding: 0 1; }
+    RunTelemetry.-nodes { max-height: 6; }
     RunTelemetry > .run-telemetry--label { color: $foreground; }
     RunTelemetry > .run-telemetry--spark { color: $plot-line; }
     RunTelemetry > .run-telemetry--none { color: $muted; }
@@ -109,18 +145,24 @@ class RunTelemetry(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self._records: Sequence[Record] | None = None
+        self._by_node: NodeTelemetry | None = None
+        self._node_lines: list[str] = []
         self._rows: list[Strip] | None = None
         self._rows_width = -1
         self._lines: list[list[Cell]] = []
         self._height = 1
 
-    def show(self, records: Sequence[Record] | None) -> None:
-        """Draw these records (the engine's `SelectedRun.telemetry`; None: the run has no telemetry)."""
-        if records is self._records:
-            return  # the same (immutable) tuple as last time
-        self._records = records
-        self._lines = telemetry_cells(records or ())
-        height = max(len(self._lines), 1)
+    def show(self, records: Sequence[Record] | None, by_node: NodeTelemetry | None = None) -> None:
+        """Draw these records (the engine's `SelectedRun.telemetry`; None: the run has no telemetry), or,
+        for a run on more than one compute node, each node's figures and the total (`SelectedRun.by_node`)."""
+        if records is self._records and by_node is self._by_node:
+            return  # the same (immutable) objects as last time
+        self._records, self._by_node = records, by_node
+        nodes = by_node is not None and len(by_node.nodes) > 1
+        self._node_lines = node_lines(by_node) if by_node is not None and nodes else []
+        self._lines = [] if nodes else telemetry_cells(records or ())
+        self.set_class(nodes, "-nodes")
+        height = max(len(self._node_lines) or len(self._lines), 1)
         same_height = height == self._height
         self._height, self._rows = height, None
         self.refresh(layout=not same_height)
@@ -148,7 +190,9 @@ class RunTelemetry(Widget):
         label: Style = base + self.get_component_rich_style("run-telemetry--label")
         spark: Style = base + self.get_component_rich_style("run-telemetry--spark")
         lines = self._lines
-        if not lines:
+        if self._node_lines:
+            rows = [Strip([Segment(text, label)]).crop_extend(0, width, base) for text in self._node_lines]
+        elif not lines:
             none = base + self.get_component_rich_style("run-telemetry--none")
             text = NONE_TEXT if self._records is None else WAITING_TEXT
             rows = [Strip([Segment(text, none)]).crop_extend(0, width, base)]
