@@ -201,10 +201,9 @@ def run_figures(view: RunView, *, overrides: Overrides | None = None, gpu: Any =
                 scheduled_devices: int | None = None) -> RunFigures:
     """Throughput now and on average and MFU of one run: the live view's computation (`report` makes the
     same calls through measure/columns.py; tests/test_one_number.py holds them equal)."""
-    stats = view.throughput_stats
     return RunFigures(
         rolling_throughput(view, flops_per_sample=overrides.flops_per_sample if overrides else None).rate,
-        stats.mean if stats.count else None,
+        view.throughput_avg,
         run_mfu(view, overrides=overrides, gpu=gpu, cpu="cached", scheduled_devices=scheduled_devices),
         view.count_unit,
     )
