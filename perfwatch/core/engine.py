@@ -216,8 +216,7 @@ def run_figures(view: RunView, *, overrides: Overrides | None = None, gpu: Any =
     same calls through measure/columns.py; tests/test_one_number.py holds them equal). `gpu`: the live
     sample of the run's GPU; `telemetry`: the records of its telemetry.jsonl that name its GPU (the peak
     when there is no live sample, as `report` finds it)."""
-    stats = view.throughput_stats
-    avg = stats.mean if stats.count else None
+    avg = view.throughput_avg
     now = rolling_throughput(view, flops_per_sample=overrides.flops_per_sample if overrides else None)
     return RunFigures(
         now.rate,

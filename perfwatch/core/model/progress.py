@@ -11,8 +11,16 @@ benchmark and submitter):
   submissions (Google's GPT-3 `block_stop` carries the block's *first* count; Intel's llama2_70b_lora
   `block_start` carries a step number in `samples_count`; Lenovo's and Oracle's `block_stop` the
   block's first count; MLPerf's ResNet numbers epochs from 1, SSD from 0).
-- A count below the highest one seen is not progress (a counter in another unit); its key is set
-  aside for the rest of the run and the run's findings say so.
+- Records written during an eval (after `eval_start`, before `eval_stop` or the next block or epoch)
+  other than the eval records themselves count the eval, not training (NVIDIA's v5.1 llama31_8b logs a
+  `tracked_stats` per eval step with `samples_count` 16, 32, ...): their counters are not read.
+- A count below the highest one seen is not progress: that record is skipped (NVIDIA's v5.1 flux1
+  and llama logs end each block with a `tracked_stats` whose `samples_count` is the block's size
+  between ones that count every sample trained). A key whose counters are never progress and fall
+  more than one global batch below the count (a counter in another unit: tinycorp's BERT
+  `eval_stop` carries its eval samples) is named once in the run's findings; one a step behind
+  (AMD's llama31_8b `eval_accuracy`, one batch below its `eval_start`) is the same unit, not a
+  finding.
 
 The unit: GPT-3 counts tokens (`epoch_num`, `train_samples` and the workload's own `throughput`
 are tokens; an eval every 50,331,648 tokens), every other MLPerf benchmark samples. `epoch_num` is
@@ -26,7 +34,10 @@ its evals not), and SSD/RetinaNet log `train_samples` in batches (times the glob
 The rate over an interval runs from the last record that still shows the old count to the first
 that shows the new one (so an eval between two counts is not training time); the first interval
 starts at `run_start` with nothing trained. A rate two orders of magnitude away from the recent
-ones is set aside, not shown, until three in a row agree on the new level.
+ones is set aside, not shown, until three in a row agree on the new level. The run's average is
+the count over the time of the intervals shown (`trained` / `seconds`), not the mean of their
+rates: a slow first epoch (University of Florida's v5.1 RetinaNet: 2,283 s at 512 images/s, then
+~300 s epochs at ~3,900) weighs by its time, as the run's samples over its training time do.
 """
 
 from __future__ import annotations
@@ -71,13 +82,15 @@ def _finite(value: Any) -> float | None:
 class ProgressCounter:
     """The run's trained count and derived rates; `observe` every record with counters, in order."""
 
-    __slots__ = ("_agree", "_epoch_is_count", "_last", "_recent", "_seen", "benchmark", "count",
-                 "notes", "set_aside", "untrusted")
+    __slots__ = ("_agree", "_epoch_is_count", "_in_eval", "_last", "_progressed", "_recent", "_seen",
+                 "benchmark", "count", "notes", "seconds", "set_aside", "trained", "untrusted")
 
     def __init__(self) -> None:
         self.benchmark: str | None = None
         self.count: float | None = None  # the highest trusted count, in `count_unit(benchmark)`
-        self.untrusted: set[str] = set()  # keys whose counter went backwards
+        self.untrusted: set[str] = set()  # keys named in the findings: counters in another unit
+        self.trained = 0.0  # count gained over the intervals whose rates were shown
+        self.seconds = 0.0  # and their time: the run's average rate is trained / seconds
         self.set_aside = 0  # implausible rates not shown
         self.notes: list[tuple[float, str]] = []  # (time_ms, why) for the run's findings
         self._epoch_is_count: bool | None = None
@@ -85,6 +98,8 @@ class ProgressCounter:
         self._recent: list[float] = []
         self._agree: list[tuple[float, float]] = []  # set-aside (time_ms, rate) at one new level
         self._seen = False
+        self._in_eval = False  # between eval_start and eval_stop (or the next block/epoch)
+        self._progressed: set[str] = set()  # keys whose counter has shown progress
 
     @property
     def unit(self) -> str:
@@ -116,8 +131,6 @@ class ProgressCounter:
 
     def counted(self, key: str, md: Mapping[str, Any], params: Mapping[str, Any]) -> float | None:
         """The count trained when this record was written, in the run's unit (None: it says none)."""
-        if key in self.untrusted:
-            return None
         if self.benchmark in BLOCKS_COUNT_BENCHMARKS:
             if key in EVAL_KEYS:
                 return None
@@ -140,16 +153,24 @@ class ProgressCounter:
     def observe(self, key: str, time_ms: float, md: Mapping[str, Any] | None,
                 params: Mapping[str, Any]) -> float | None:
         """Read one record's counter; returns the rate (unit/s) of the interval it closes, if any."""
-        if not md:
-            return None
+        in_eval = self._in_eval
+        if key == "eval_start":
+            self._in_eval = True
+        elif key == "eval_stop" or key in BOUNDARY_KEYS:
+            self._in_eval = False
+        if not md or (in_eval and key not in EVAL_KEYS and key != "run_stop"):
+            return None  # a record written during an eval counts the eval
         n = self.counted(key, md, params)
         if n is None:
             return None
         if self.count is not None and n < self.count:
-            self.untrusted.add(key)
-            self._note(time_ms, f"the counter of {key} ({n:.6g}) is below the count already trained "
-                                f"({self.count:.6g}): {key} is not read as progress")
+            gbs = _finite(params.get("global_batch_size")) or 0.0
+            if key not in self._progressed and key not in self.untrusted and n < self.count - gbs:
+                self.untrusted.add(key)
+                self._note(time_ms, f"the counter of {key} ({n:.6g}) is below the count already trained "
+                                    f"({self.count:.6g}): {key} is not read as progress")
             return None
+        self._progressed.add(key)
         last = self._last
         if self.count is None or n > self.count:
             self.count = n
@@ -163,7 +184,11 @@ class ProgressCounter:
         dt = (time_ms - last[0]) / 1000.0
         if dt <= 0:
             return None
-        return self._plausible(time_ms, (n - last[1]) / dt)
+        rate = self._plausible(time_ms, (n - last[1]) / dt)
+        if rate is not None:
+            self.trained += n - last[1]
+            self.seconds += dt
+        return rate
 
     def _plausible(self, time_ms: float, rate: float) -> float | None:
         recent = self._recent

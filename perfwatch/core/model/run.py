@@ -85,6 +85,10 @@ class Run(msgspec.Struct):
     target_reached_ms: float | None = None
     throughput: Series = msgspec.field(default_factory=Series)
     throughput_source: str | None = None
+    # the time-weighted average: sum of rate x time covered, and that time, in seconds
+    _tp_area: float = 0.0
+    _tp_secs: float = 0.0
+    _tp_last_ms: float | None = None  # time of the latest throughput point
     tracked: dict[str, Any] = msgspec.field(default_factory=dict)
     key_counts: dict[str, int] = msgspec.field(default_factory=dict)
     version: int = 0
@@ -238,11 +242,15 @@ class Run(msgspec.Struct):
                 if not counter.epoch_is_count(ep, self.params):
                     self.epoch = ep
                 break
+        trained, seconds = counter.trained, counter.seconds
         rate = counter.observe(ev.key, ev.time_ms, md, self.params)
         self.samples = counter.count
         if rate is not None and self.throughput_source != "tracked_stats":
             self.throughput_source = "derived"
             self.throughput.append(ev.time_ms, rate)
+            self._tp_area += counter.trained - trained  # the count gained over the interval's time
+            self._tp_secs += counter.seconds - seconds
+            self._tp_last_ms = ev.time_ms
 
     def _on_block(self, ev: Event) -> None:
         self._progress(ev)
@@ -322,11 +330,34 @@ class Run(msgspec.Struct):
         if ys and self.counter.logged_throughput_is_total:
             self.throughput_source = "tracked_stats"
             self.throughput.extend(xs, ys)
-        for ev in reversed(events):
+            self._weigh(xs[0:len(ys)], ys)
+        for i in range(len(events) - 1, -1, -1):
+            ev = events[i]
             if type(ev.value) is dict:
                 self.tracked = ev.value
+                md = ev.md
+                if md and ("samples_count" in md or "epoch_num" in md):
+                    # counters on these records: read every one in order, as one at a time would
+                    for earlier in events[:i]:
+                        if type(earlier.value) is dict:
+                            self._progress(earlier)
                 self._progress(ev)
                 break
+
+    def _weigh(self, times: Sequence[float], rates: list[float]) -> None:
+        """Add logged rates to the average, each over the time since the previous rate (or run_start)."""
+        prev = self._tp_last_ms if self._tp_last_ms is not None else self.run_start_ms
+        area = secs = 0.0
+        for t, y in zip(times, rates, strict=True):
+            if prev is not None and t > prev:
+                gap = (t - prev) / 1000.0
+                area += y * gap
+                secs += gap
+            if prev is None or t > prev:
+                prev = t
+        self._tp_area += area
+        self._tp_secs += secs
+        self._tp_last_ms = prev
 
     # ---- views ----------------------------------------------------------------
     def resolved_target(self) -> Target | None:
@@ -388,6 +419,7 @@ class Run(msgspec.Struct):
             ttt = self.run_stop_ms - self.run_start_ms
         p = self.params
         parser = self.parser
+        stats = self.throughput.stats()
         self._view = RunView(
             run_id=self.run_id,
             path=self.path,
@@ -420,7 +452,9 @@ class Run(msgspec.Struct):
             target_reached=self.target_reached_ms is not None,
             target_reached_ms=self.target_reached_ms,
             throughput=self.throughput.points(),
-            throughput_stats=self.throughput.stats(),
+            throughput_stats=stats,
+            throughput_avg=(self._tp_area / self._tp_secs if self._tp_secs > 0
+                            else stats.mean if stats.count else None),
             throughput_source=self.throughput_source,
             count_unit=self.counter.unit,
             tracked=MappingProxyType(self.tracked),  # replaced, never mutated: no copy needed

@@ -80,6 +80,10 @@ class RunView(msgspec.Struct, frozen=True):
     # what `samples`, the eval points' `samples` and `throughput` count: "samples", or "tokens" (GPT-3)
     count_unit: str = "samples"
     dated_ms: float | None = None  # the log's date for ruleset inference (`rulesets.log_date_ms`)
+    # the run's average rate in count_unit/s: each rate weighed by the time it covers (derived: the
+    # count gained over the intervals' time; tracked_stats: each value over the time since the last);
+    # the plain mean of the points where no time is known. None without a rate.
+    throughput_avg: float | None = None
 
     @property
     def elapsed_ms(self) -> float | None:

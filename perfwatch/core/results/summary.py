@@ -247,8 +247,8 @@ def run_row(view: RunView, root: Path, extra: Callable[[RunView], dict[str, Any]
         "best_eval": view.best_eval,
         "evals": len(view.evals),
         "rate_unit": view.count_unit,  # what throughput_* and rate_window count per second
-        "throughput_mean": stats.mean if stats.count else None,
-        "samples_per_s_mean": samples_rate(view, stats.mean if stats.count else None),
+        "throughput_mean": view.throughput_avg,  # weighed by the time each rate covers (model/progress.py)
+        "samples_per_s_mean": samples_rate(view, view.throughput_avg),
         "throughput_min": stats.min if stats.count else None,
         "throughput_max": stats.max if stats.count else None,
         "throughput_source": view.throughput_source,
