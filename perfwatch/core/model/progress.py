@@ -32,7 +32,7 @@ ones is set aside, not shown, until three in a row agree on the new level.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SAMPLES = "samples"
@@ -68,22 +68,71 @@ def _finite(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+class RateLevel:
+    """The recent level of one series of rates: a rate JUMP times above or below the median of the last
+    RECENT is set aside, until AGREE in a row at one new level (within 10x of each other) make it the
+    level. Rates of zero or below are neither judged nor part of the level."""
+
+    __slots__ = ("_agree", "_recent")
+
+    def __init__(self) -> None:
+        self._recent: list[float] = []
+        self._agree: list[tuple[float, float]] = []  # set-aside (time_ms, rate) at one new level
+
+    def set_aside(self, time_ms: float, rate: float) -> float | None:
+        """None when `rate` is plausible (it joins the level), else the median it was judged against."""
+        if rate <= 0:
+            return None
+        recent = self._recent
+        if recent:
+            mid = sorted(recent)[len(recent) // 2]
+            if not (mid / JUMP <= rate <= mid * JUMP):
+                level = self._agree
+                if level and not (level[0][1] / 10 <= rate <= level[0][1] * 10):
+                    level.clear()
+                level.append((time_ms, rate))
+                if len(level) < AGREE:
+                    return mid
+                recent.clear()  # three in a row agree: the new level is the rate
+                recent.extend(r for _, r in level[:-1])
+        self._agree.clear()
+        recent.append(rate)
+        del recent[:-RECENT]
+        return None
+
+    def all_within(self, lo: float, hi: float, rates: Sequence[float]) -> bool:
+        """The batch `rates` (lying in [lo, hi]) joins the level at once when none of them is a jump: all
+        above zero, within JUMP of each other and of the recent median; else False and nothing is taken
+        (`set_aside` then judges them one by one)."""
+        recent = self._recent
+        if lo <= 0 or hi > lo * JUMP:
+            return False
+        if recent:
+            mid = sorted(recent)[len(recent) // 2]
+            if not (mid / JUMP <= lo and hi <= mid * JUMP):
+                return False
+        self._agree.clear()
+        recent.extend(rates[-RECENT:])
+        del recent[:-RECENT]
+        return True
+
+
 class ProgressCounter:
     """The run's trained count and derived rates; `observe` every record with counters, in order."""
 
-    __slots__ = ("_agree", "_epoch_is_count", "_last", "_recent", "_seen", "benchmark", "count",
+    __slots__ = ("_epoch_is_count", "_last", "_logged", "_rates", "_seen", "benchmark", "count",
                  "notes", "set_aside", "untrusted")
 
     def __init__(self) -> None:
         self.benchmark: str | None = None
         self.count: float | None = None  # the highest trusted count, in `count_unit(benchmark)`
         self.untrusted: set[str] = set()  # keys whose counter went backwards
-        self.set_aside = 0  # implausible rates not shown
+        self.set_aside = 0  # implausible rates (derived or logged) not shown
         self.notes: list[tuple[float, str]] = []  # (time_ms, why) for the run's findings
         self._epoch_is_count: bool | None = None
         self._last: tuple[float, float] | None = None  # (time_ms last showing `count`, count)
-        self._recent: list[float] = []
-        self._agree: list[tuple[float, float]] = []  # set-aside (time_ms, rate) at one new level
+        self._rates = RateLevel()  # the rates derived from the counters
+        self._logged = RateLevel()  # the throughputs the workload logs (tracked_stats)
         self._seen = False
 
     @property
@@ -166,25 +215,34 @@ class ProgressCounter:
         return self._plausible(time_ms, (n - last[1]) / dt)
 
     def _plausible(self, time_ms: float, rate: float) -> float | None:
-        recent = self._recent
-        if recent:
-            mid = sorted(recent)[len(recent) // 2]
-            if not (mid / JUMP <= rate <= mid * JUMP):
-                level = self._agree
-                if level and not (level[0][1] / 10 <= rate <= level[0][1] * 10):
-                    level.clear()
-                level.append((time_ms, rate))
-                if len(level) < AGREE:
-                    self.set_aside += 1
-                    self._note(time_ms, f"a rate of {rate:.4g} {self.unit}/s, {rate / mid:.3g}x the recent "
-                                        f"{mid:.4g}, was set aside as implausible")
-                    return None
-                recent.clear()  # three in a row agree: the new level is the rate
-                recent.extend(r for _, r in level[:-1])
-        self._agree.clear()
-        recent.append(rate)
-        del recent[:-RECENT]
-        return rate
+        mid = self._rates.set_aside(time_ms, rate)
+        if mid is None:
+            return rate
+        self.set_aside += 1
+        self._note(time_ms, f"a rate of {rate:.4g} {self.unit}/s, {rate / mid:.3g}x the recent "
+                            f"{mid:.4g}, was set aside as implausible")
+        return None
+
+    def plausible_logged(self, rates: Sequence[float], lo: float, hi: float) -> bool:
+        """Whether every throughput of one batch of tracked_stats records (`lo`, `hi`: their min and max) is
+        plausible against the recent logged ones; one comparison per batch while they are."""
+        return self._logged.all_within(lo, hi, rates)
+
+    def keep_plausible_logged(self, times: Sequence[float], rates: Sequence[float]) -> tuple[list[float], list[float]]:
+        """The logged throughputs (and their times) that are not set aside as implausible, one by one, each
+        one set aside said as a counter rate set aside is."""
+        kept_t: list[float] = []
+        kept: list[float] = []
+        for t, rate in zip(times, rates, strict=True):
+            mid = self._logged.set_aside(t, rate)
+            if mid is None:
+                kept_t.append(t)
+                kept.append(rate)
+                continue
+            self.set_aside += 1
+            self._note(t, f"a logged throughput of {rate:.4g} {self.unit}/s (tracked_stats), {rate / mid:.3g}x "
+                          f"the recent {mid:.4g}, was set aside as implausible")
+        return kept_t, kept
 
     def _note(self, time_ms: float, why: str) -> None:
         if len(self.notes) < NOTES:
