@@ -5,8 +5,8 @@ Run: python benchmarks/replay.py [PATH ...] [--git REPO_DIR ...] [--per-benchmar
 Each log (a file, or every log under a folder; `--git` reads `*/results/*/*/result_N.txt` of a git
 clone of an MLCommons results repository without a work tree) is fed record by record into the run
 model on the log's own clock, and the ETA is refitted exactly when the engine would refit it live: on a
-new eval, at most every `ETA_MIN_INTERVAL` seconds of the log's time (a refit held back runs when its
-time comes), and the text a front end shows is `Eta.text(elapsed)` with the elapsed time of the latest
+new eval, no sooner than `refit_gap_ms` after the last fit, in the log's time (a refit held back runs
+when its time comes), and the text a front end shows is `Eta.text(elapsed)` with the elapsed time of the latest
 record. Compressed time: nothing waits, the log's timestamps are the clock.
 
 For every run that reached its target (the real crossing: the first eval at the target), at 25, 50 and
@@ -18,7 +18,8 @@ For every run that reached its target (the real crossing: the first eval at the 
 - `–`: nothing shown.
 
 and over the whole run, the swings: a change between "not converging" and an estimate that is undone
-within 60 s of log time.
+within 60 s of log time. `--runs` lists, per run, from which fraction of the run on an estimate (`≈ ±`
+or `≥`) is first shown and for which share of the run from 40 % on (both sampled at every 1 %).
 """
 
 from __future__ import annotations
@@ -37,9 +38,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from perfwatch.core.engine import ETA_MIN_INTERVAL  # noqa: E402
 from perfwatch.core.ingest.discover import discover  # noqa: E402
-from perfwatch.core.measure.eta import Eta, eta_to_target  # noqa: E402
+from perfwatch.core.measure.eta import Eta, eta_to_target, refit_gap_ms  # noqa: E402
 from perfwatch.core.mlperf.targets import official_target  # noqa: E402
 from perfwatch.core.model.run import Run  # noqa: E402
 
@@ -68,6 +68,8 @@ class Replayed:
     fits: int = 0
     swings: int = 0
     changes: int = 0  # how often the shown kind changed
+    first_shown: float | None = None  # the first fraction of the run (1 % steps) with an estimate shown
+    shown_late: float = 0.0  # the share of the 1 % steps from 40 % of the run on with an estimate shown
 
     def verdict(self, key: str) -> str:
         s = self.at[key]
@@ -117,6 +119,7 @@ def replay(name: str, data: bytes) -> Replayed | None:
     times = [ev.time_ms for ev in events]
     fits: list[tuple[float, Eta]] = []  # (log time of the fit, what it said)
     last_fit: float | None = None
+    gap_ms = 0.0  # how long after the last fit a new eval waits for its refit
     due: float | None = None
     key = None
     i = 0
@@ -129,7 +132,7 @@ def replay(name: str, data: bytes) -> Replayed | None:
         seg = events[i:j + 1]
         if due is not None and seg and seg[-1].time_ms >= due:
             fits.append((due, eta_to_target(run.view())))  # the held-back refit, on what was known then
-            last_fit, due = due, None
+            last_fit, gap_ms, due = due, refit_gap_ms(due - start), None
         run.apply(seg)
         i = j + 1
         view = run.view()
@@ -141,11 +144,11 @@ def replay(name: str, data: bytes) -> Replayed | None:
         if new_key == key:
             continue
         key = new_key
-        if last_fit is not None and (now - last_fit) < ETA_MIN_INTERVAL * 1000.0:
-            due = last_fit + ETA_MIN_INTERVAL * 1000.0
+        if last_fit is not None and (now - last_fit) < gap_ms:
+            due = last_fit + gap_ms
             continue
         fits.append((now, eta_to_target(view)))
-        last_fit, due = now, None
+        last_fit, gap_ms, due = now, refit_gap_ms(view.elapsed_ms), None
     out = Replayed(name, final.benchmark or "?", len(final.evals), real, fits=len(fits))
     fit_times = [t for t, _ in fits]
 
@@ -158,6 +161,9 @@ def replay(name: str, data: bytes) -> Replayed | None:
 
     for frac in CHECKPOINTS:
         out.at[str(int(frac * 100))] = at(start + frac * real)
+    seen = [at(start + pct / 100 * real).kind in ("interval", "bound") for pct in range(100)]
+    out.first_shown = next((pct / 100 for pct, s in enumerate(seen) if s), None)
+    out.shown_late = sum(seen[40:]) / 60
     # swings: "not converging" <-> an estimate, undone within a minute
     kinds = [(t, "nc" if e.status == "not_converging" else "est" if e.status == "converging" else "other")
              for t, e in fits]
@@ -224,6 +230,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--per-benchmark", type=int, default=12)
     ap.add_argument("--json", help="write every replayed run here")
     ap.add_argument("--by-benchmark", action="store_true", help="a table per benchmark too")
+    ap.add_argument("--runs", action="store_true", help="per run: when an estimate is first shown, and how often")
     a = ap.parse_args(argv)
     sources: list[Iterator[tuple[str, bytes]]] = [from_paths(a.paths)]
     sources += [from_git(g, a.per_benchmark) for g in a.git]
@@ -234,6 +241,13 @@ def main(argv: list[str] | None = None) -> int:
             if r is not None:
                 results.append(r)
     print(table(results))
+    if a.runs:
+        print("\n| run | evals | crossing | first shown | shown from 40 % on | at 25/50/75 % |")
+        print("| --- | ---: | ---: | ---: | ---: | --- |")
+        for r in results:
+            first = f"{100 * r.first_shown:.0f} %" if r.first_shown is not None else "never"
+            at = " / ".join(r.at[k].text for k in ("25", "50", "75"))
+            print(f"| {r.name} | {r.evals} | {r.real_ms / 1000:.1f} s | {first} | {100 * r.shown_late:.0f} % | {at} |")
     if a.by_benchmark:
         groups: dict[str, list[Replayed]] = defaultdict(list)
         for r in results:

@@ -103,7 +103,9 @@ def test_launch_measures_missing_peaks_in_a_bounded_child_and_says_why_when_it_c
     assert choice.peak is None and choice.reason == problems[0]
     # a real child (torch, a 2048x2048 matmul, best of 3): stored, the failure forgotten, measured once
     said.clear()
-    assert host_peak.ensure([("fp32", 1), ("fp32", 1)], say=said.append, cache=cache) == []
+    ticks: list[float] = []  # the seconds spent so far, told every half second while the child measures
+    assert host_peak.ensure([("fp32", 1), ("fp32", 1)], say=said.append, cache=cache, progress=ticks.append) == []
+    assert ticks and ticks == sorted(ticks) and ticks[0] >= 0.5, ticks
     found = host_peak.lookup("fp32", 1, cache)
     assert found is not None and found.flops > 0 and found.threads == 1 and "best of 3" in found.how
     assert host_peak.failure("fp32", 1, cache) is None

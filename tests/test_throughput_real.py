@@ -135,3 +135,41 @@ def test_gpt3_tokens_per_second_are_one_number_labelled_tokens_in_every_front_en
     once = subprocess.run([sys.executable, "-m", "perfwatch", "attach", str(GPT3), "--once"],
                           capture_output=True, text=True, timeout=120).stdout
     assert f"now {row['rate_window']:.2f} tokens/s" in once
+
+
+NVIDIA_LLAMA = (Path(__file__).parent / "data" / "mlperf-logs" / "v4.0" / "NVIDIA" / "results" /
+                "h200_ngc24.04_nemo" / "llama2_70b_lora" / "result_0.txt")
+
+
+@pytest.mark.parametrize("batches", ["one block", "line by line"])
+def test_a_logged_throughput_orders_of_magnitude_off_is_set_aside_and_said(batches: str) -> None:
+    """NVIDIA's v4.0 llama2_70b_lora log (its 5 tracked_stats throughputs, ~2.45 samples/s), once as it is and
+    once with its fourth throughput multiplied by 1000: the doctored value is not shown as fact, and a
+    finding says it was set aside, as for a counter rate; the real values are all kept."""
+    from perfwatch.core.ingest.mllog import LineParser
+
+    lines = NVIDIA_LLAMA.read_bytes().splitlines(keepends=True)
+    tracked = [i for i, line in enumerate(lines) if b'"key": "tracked_stats"' in line]
+    logged = [json.loads(lines[i].split(b":::MLLOG ", 1)[1])["value"]["throughput"] for i in tracked]
+    assert len(logged) == 5
+    doctored = list(lines)
+    rec = json.loads(lines[tracked[3]].split(b":::MLLOG ", 1)[1])
+    rec["value"]["throughput"] *= 1000
+    doctored[tracked[3]] = b":::MLLOG " + json.dumps(rec).encode() + b"\n"
+
+    def view(data: list[bytes]):
+        run = Run("llama", parser=LineParser())
+        if batches == "one block":
+            run.feed_block(b"".join(data), last=True)
+        else:
+            for line in data:
+                run.feed_lines([line.rstrip(b"\n")])
+        return run.view()
+
+    real = view(lines)
+    assert [rate for _, rate in real.throughput] == logged
+    assert not any("set aside" in f.message for f in real.findings)
+    v = view(doctored)
+    assert [rate for _, rate in v.throughput] == logged[:3] + logged[4:]
+    said = [f.message for f in v.findings if f.rule == "throughput" and "set aside as implausible" in f.message]
+    assert len(said) == 1 and "tracked_stats" in said[0] and f"{rec['value']['throughput']:.0f}" in said[0], said

@@ -175,7 +175,17 @@ def run(args: argparse.Namespace) -> int:
     from perfwatch.core.measure import host_peak
 
     # the MFU of CPU runs needs this host's peak for their thread count: measured now, before they load the CPUs
-    host_peak.ensure(host_peak.campaign_needs(campaign), say=lambda line: print(line, file=sys.stderr, flush=True))
+    # (and before the live view opens); on a terminal the seconds count on the line the result then replaces
+    tty = sys.stderr.isatty()
+
+    def say(line: str) -> None:
+        print(("\r\x1b[K" if tty else "") + line, file=sys.stderr, flush=True)
+
+    def progress(seconds: float) -> None:
+        print(f"\r\x1b[K  {seconds:.0f} s (at most {host_peak.ENSURE_TIMEOUT_S:.0f} s; the runs start after it)",
+              end="", file=sys.stderr, flush=True)
+
+    host_peak.ensure(host_peak.campaign_needs(campaign), say=say, progress=progress if tty else None)
     try:
         session = launch_session(campaign, logdir, poll=args.poll)
     except (FileExistsError, RuntimeError, OSError) as exc:  # BackendError too (e.g. no sbatch)

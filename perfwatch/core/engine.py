@@ -36,7 +36,7 @@ from perfwatch.core.ingest.discover import discover
 from perfwatch.core.ingest.watch import LogWatcher
 from perfwatch.core.layout import RANKS_DIR, REGISTRY_FILE, RUN_LOGS, TELEMETRY_FILE
 from perfwatch.core.measure.energy import EnergyFollower, RunEnergy
-from perfwatch.core.measure.eta import Eta, eta_to_target
+from perfwatch.core.measure.eta import Eta, eta_to_target, refit_gap_ms
 from perfwatch.core.measure.mfu import Mfu, Overrides, overrides_from_registry, run_mfu
 from perfwatch.core.measure.nodes import NodeTelemetry, node_telemetry
 from perfwatch.core.measure.throughput import rolling_throughput, samples_rate
@@ -55,10 +55,8 @@ log = logging.getLogger(__name__)
 # a periodic task due within this many seconds is done now, with whatever woke the engine (a sample,
 # lines, the user): the 1 Hz telemetry, the 1 s follow and the 2 s energy poll then share one wake-up
 ALIGN = 0.3
-# a run's ETA is refitted for a new eval at most this often (MLPerf evals are minutes apart; a log
-# with an eval every second would otherwise cost a fit per run per second); reaching the target or
-# stopping is shown at once
-ETA_MIN_INTERVAL = 10.0
+# a run's ETA is refitted for a new eval no sooner than `refit_gap_ms` (core/measure/eta.py: 5 % of the
+# run's time so far, 1-10 s) after its last fit; reaching the target or stopping is shown at once
 
 
 @dataclass
@@ -346,8 +344,9 @@ class LiveEngine:
         self._views: dict[str, RunView] = {}
         self._etas: dict[str, Eta] = {}
         self._eta_keys: dict[str, tuple[object, ...]] = {}
-        self._eta_fitted: dict[str, float] = {}  # run -> when its ETA was last fitted (monotonic)
-        self._eta_due: dict[str, float] = {}  # run -> when a deferred refit is due (see ETA_MIN_INTERVAL)
+        # run -> when its ETA was last fitted (monotonic) and how long a new eval then waits for a refit
+        self._eta_fitted: dict[str, tuple[float, float]] = {}
+        self._eta_due: dict[str, float] = {}  # run -> when a deferred refit is due (see refit_gap_ms)
         self._procs: dict[str, ProcInfo] = {}
         self._actions: dict[str, frozenset[str]] = {}
         self._devices: Snapshot | None = None
@@ -653,7 +652,8 @@ class LiveEngine:
 
     def _update_eta(self, run_id: str, view: RunView, now: float) -> None:
         """Refit only when the evals, the target or the run's end changed (a fit costs about a ms), and
-        for a new eval alone at most every ETA_MIN_INTERVAL: the shown ETA counts down between fits."""
+        for a new eval alone no sooner than `refit_gap_ms` after the last fit: the shown ETA counts down
+        between fits."""
         last = view.evals[-1] if view.evals else None
         key = (len(view.evals), last, view.target, view.target_reached, view.phase == "stopped")
         old = self._eta_keys.get(run_id)
@@ -661,11 +661,11 @@ class LiveEngine:
             return
         just_an_eval = old is not None and old[2:] == key[2:]
         fitted = self._eta_fitted.get(run_id)
-        if just_an_eval and fitted is not None and now - fitted < ETA_MIN_INTERVAL:
-            self._eta_due.setdefault(run_id, fitted + ETA_MIN_INTERVAL)
+        if just_an_eval and fitted is not None and now - fitted[0] < fitted[1]:
+            self._eta_due.setdefault(run_id, fitted[0] + fitted[1])
             return
         self._eta_keys[run_id] = key
-        self._eta_fitted[run_id] = now
+        self._eta_fitted[run_id] = (now, refit_gap_ms(view.elapsed_ms) / 1000.0)
         self._eta_due.pop(run_id, None)
         self._etas[run_id] = eta_to_target(view)
 

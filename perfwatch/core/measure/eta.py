@@ -20,7 +20,7 @@ bound (the "RCP mean epochs as a prior"). Pure Python, a few ms per fit; the eng
 new eval arrives (the RCP tables are read once per benchmark and batch size).
 
 What is shown (`Eta.text`, `Eta.remaining_ms`): a lower bound only while it is at least one eval
-interval (and 10 s) away, an interval only until its end has passed (then nothing until the next eval
+interval and one refit gap (`refit_gap_ms`: 1-10 s) away, an interval only until its end has passed (then nothing until the next eval
 refits), nothing once the run stopped (the engine also drops the ETA of a run whose process ended
 without a run_stop: killed, crashed). The verdict "not converging"
 against an estimate is the majority of the fits on the last three evals, so one noisy eval does not
@@ -57,7 +57,15 @@ MIN_EVALS = 4  # three parameters: fewer points cannot say anything about the fi
 BAND = 4.0  # curves within SSE x (1 + BAND / dof) of the best fit count as fitting as well
 SPREAD = 1.0  # the stated ± is SPREAD x half the range of the crossings ...
 MIN_SPREAD = 1.0  # ... and never less than MIN_SPREAD eval intervals
-MIN_BOUND_MS = 10_000.0  # a lower bound closer than this (or than one eval interval) is not shown
+# How soon after a fit a new eval refits a run's ETA (the engine, and benchmarks/replay.py as it replays):
+# REFIT_FRACTION of the run's time so far, between REFIT_MIN_MS and REFIT_MAX_MS. The staleness this
+# allows is small against the run's own time scale (the stated ± is about a third of the time left): a
+# young run with an eval a second (the demo's runs train 10-30 s) is refitted at nearly every eval, a long
+# run with an eval every second costs a fit (1-5 ms) per 10 s, and an MLPerf run's evals, minutes apart,
+# are each refitted.
+REFIT_MIN_MS = 1_000.0
+REFIT_MAX_MS = 10_000.0
+REFIT_FRACTION = 0.05
 TREND_REACH = 2.0  # a straight line is believed up to twice the progress so far, not beyond
 FIT_TAIL = 12  # the last evals fitted: early warm-up plateaus say little about the approach
 BUDGET_KEYS = (("max_epochs", "epoch"), ("max_steps", "step"), ("max_samples", "samples"))
@@ -92,18 +100,19 @@ class Eta:
     plateau: float | None = None  # the fitted curve's asymptote
     reason: str = ""
     step_ms: float | None = None  # the run's time between evals when fitted
+    refit_ms: float = REFIT_MAX_MS  # refit_gap_ms when fitted: a lower bound closer than this is not shown
 
     def remaining_ms(self, elapsed_ms: float | None) -> float | None:
         """Time left from `elapsed_ms` (the run's time since run_start, as of its latest record), while
-        the estimate still says something: None for a lower bound closer than one eval interval (`≥0:03`
-        counting down tells nothing: the next eval decides) and for an interval whose end has passed
-        (the next eval refits); front ends then show nothing."""
+        the estimate still says something: None for a lower bound closer than one eval interval or one
+        refit gap (`≥0:03` counting down tells nothing: the next eval or refit decides) and for an interval
+        whose end has passed (the next eval refits); front ends then show nothing."""
         if self.at_ms is None or self.status != "converging":
             return None
         now = elapsed_ms or 0.0
         left = self.at_ms - now
         if self.plus_minus_ms is None:
-            return left if left >= max(self.step_ms or 0.0, MIN_BOUND_MS) else None
+            return left if left >= max(self.step_ms or 0.0, self.refit_ms) else None
         if now > self.at_ms + self.plus_minus_ms:
             return None
         return max(left, 0.0)
@@ -126,6 +135,12 @@ def _fmt(ms: float | None) -> str:
     h, rem = divmod(s, 3600)
     m, s = divmod(rem, 60)
     return f"{h}:{m:02d}:{s:02d}" if h else f"{m}:{s:02d}"
+
+
+def refit_gap_ms(elapsed_ms: float | None) -> float:
+    """How long after a fit a new eval waits for its refit, `elapsed_ms` being the run's time since
+    run_start at that fit (see REFIT_FRACTION)."""
+    return min(REFIT_MAX_MS, max(REFIT_MIN_MS, REFIT_FRACTION * (elapsed_ms or 0.0)))
 
 
 def progress(view: RunView) -> Progress:
@@ -363,6 +378,7 @@ def predict(points: Sequence[EvalPoint], target: float, higher_is_better: bool, 
 
     if open_ended:
         return Eta("converging", at_ms=at(lo), plateau=plateau, step_ms=step * scale * rate,
+                   refit_ms=refit_gap_ms(ts[-1]),
                    reason="slowing down: some curves that fit as well level off short of the target")
     x_eval = (lo + hi) / 2
     spread = max(SPREAD * (hi - lo) / 2, MIN_SPREAD * step)

@@ -252,9 +252,10 @@ def campaign_needs(campaign: Campaign) -> set[tuple[str, int]]:
 
 
 def ensure(pairs: Iterable[tuple[str, int]], *, say: Callable[[str], None], cache: Path | None = None,
-           timeout: float = ENSURE_TIMEOUT_S) -> list[str]:
+           timeout: float = ENSURE_TIMEOUT_S, progress: Callable[[float], None] | None = None) -> list[str]:
     """Measure the (dtype, threads) peaks this host lacks, each in a child process bounded by `timeout`;
-    `say` is told what happens. Returns the problems (also stored, for the runs' MFU to say)."""
+    `say` is told what happens, `progress` the seconds spent so far on a measurement, every half second.
+    Returns the problems (also stored, for the runs' MFU to say)."""
     problems: list[str] = []
     for dtype, threads in sorted(set(pairs)):
         if not wanted(dtype, threads, cache):
@@ -266,10 +267,7 @@ def ensure(pairs: Iterable[tuple[str, int]], *, say: Callable[[str], None], cach
         if cache is not None:
             argv += ["--cache", str(cache)]
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-            why = None if done.returncode == 0 else (done.stderr.strip().splitlines() or ["failed"])[-1]
-        except subprocess.TimeoutExpired:
-            why = f"took longer than {timeout:.0f} s"
+            why = _measure(argv, t0, timeout, progress)
         except OSError as exc:
             why = str(exc)
         if why is None:
@@ -291,6 +289,24 @@ def ensure(pairs: Iterable[tuple[str, int]], *, say: Callable[[str], None], cach
         except OSError:
             pass
     return problems
+
+
+def _measure(argv: list[str], t0: float, timeout: float, progress: Callable[[float], None] | None) -> str | None:
+    """Run the measuring child; None when it stored a peak, else why not."""
+    child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             stdin=subprocess.DEVNULL)
+    while True:
+        try:
+            _out, err = child.communicate(timeout=0.5)
+            break
+        except subprocess.TimeoutExpired:
+            if time.monotonic() - t0 > timeout:
+                child.kill()
+                child.communicate()
+                return f"took longer than {timeout:.0f} s"
+            if progress is not None:
+                progress(time.monotonic() - t0)
+    return None if child.returncode == 0 else (err.strip().splitlines() or ["failed"])[-1]
 
 
 def main(argv: list[str] | None = None) -> int:

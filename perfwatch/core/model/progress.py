@@ -43,7 +43,7 @@ rates: a slow first epoch (University of Florida's v5.1 RetinaNet: 2,283 s at 51
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 SAMPLES = "samples"
@@ -79,11 +79,60 @@ def _finite(value: Any) -> float | None:
     return f if math.isfinite(f) else None
 
 
+class RateLevel:
+    """The recent level of one series of rates: a rate JUMP times above or below the median of the last
+    RECENT is set aside, until AGREE in a row at one new level (within 10x of each other) make it the
+    level. Rates of zero or below are neither judged nor part of the level."""
+
+    __slots__ = ("_agree", "_recent")
+
+    def __init__(self) -> None:
+        self._recent: list[float] = []
+        self._agree: list[tuple[float, float]] = []  # set-aside (time_ms, rate) at one new level
+
+    def set_aside(self, time_ms: float, rate: float) -> float | None:
+        """None when `rate` is plausible (it joins the level), else the median it was judged against."""
+        if rate <= 0:
+            return None
+        recent = self._recent
+        if recent:
+            mid = sorted(recent)[len(recent) // 2]
+            if not (mid / JUMP <= rate <= mid * JUMP):
+                level = self._agree
+                if level and not (level[0][1] / 10 <= rate <= level[0][1] * 10):
+                    level.clear()
+                level.append((time_ms, rate))
+                if len(level) < AGREE:
+                    return mid
+                recent.clear()  # three in a row agree: the new level is the rate
+                recent.extend(r for _, r in level[:-1])
+        self._agree.clear()
+        recent.append(rate)
+        del recent[:-RECENT]
+        return None
+
+    def all_within(self, lo: float, hi: float, rates: Sequence[float]) -> bool:
+        """The batch `rates` (lying in [lo, hi]) joins the level at once when none of them is a jump: all
+        above zero, within JUMP of each other and of the recent median; else False and nothing is taken
+        (`set_aside` then judges them one by one)."""
+        recent = self._recent
+        if lo <= 0 or hi > lo * JUMP:
+            return False
+        if recent:
+            mid = sorted(recent)[len(recent) // 2]
+            if not (mid / JUMP <= lo and hi <= mid * JUMP):
+                return False
+        self._agree.clear()
+        recent.extend(rates[-RECENT:])
+        del recent[:-RECENT]
+        return True
+
+
 class ProgressCounter:
     """The run's trained count and derived rates; `observe` every record with counters, in order."""
 
-    __slots__ = ("_agree", "_epoch_is_count", "_in_eval", "_last", "_progressed", "_recent", "_seen",
-                 "benchmark", "count", "notes", "seconds", "set_aside", "trained", "untrusted")
+    __slots__ = ("_epoch_is_count", "_in_eval", "_last", "_logged", "_progressed", "_rates", "_seen", "benchmark",
+                 "count", "notes", "seconds", "set_aside", "trained", "untrusted")
 
     def __init__(self) -> None:
         self.benchmark: str | None = None
@@ -91,12 +140,12 @@ class ProgressCounter:
         self.untrusted: set[str] = set()  # keys named in the findings: counters in another unit
         self.trained = 0.0  # count gained over the intervals whose rates were shown
         self.seconds = 0.0  # and their time: the run's average rate is trained / seconds
-        self.set_aside = 0  # implausible rates not shown
+        self.set_aside = 0  # implausible rates (derived or logged) not shown
         self.notes: list[tuple[float, str]] = []  # (time_ms, why) for the run's findings
         self._epoch_is_count: bool | None = None
         self._last: tuple[float, float] | None = None  # (time_ms last showing `count`, count)
-        self._recent: list[float] = []
-        self._agree: list[tuple[float, float]] = []  # set-aside (time_ms, rate) at one new level
+        self._rates = RateLevel()  # the rates derived from the counters
+        self._logged = RateLevel()  # the throughputs the workload logs (tracked_stats)
         self._seen = False
         self._in_eval = False  # between eval_start and eval_stop (or the next block/epoch)
         self._progressed: set[str] = set()  # keys whose counter has shown progress
@@ -191,25 +240,34 @@ class ProgressCounter:
         return rate
 
     def _plausible(self, time_ms: float, rate: float) -> float | None:
-        recent = self._recent
-        if recent:
-            mid = sorted(recent)[len(recent) // 2]
-            if not (mid / JUMP <= rate <= mid * JUMP):
-                level = self._agree
-                if level and not (level[0][1] / 10 <= rate <= level[0][1] * 10):
-                    level.clear()
-                level.append((time_ms, rate))
-                if len(level) < AGREE:
-                    self.set_aside += 1
-                    self._note(time_ms, f"a rate of {rate:.4g} {self.unit}/s, {rate / mid:.3g}x the recent "
-                                        f"{mid:.4g}, was set aside as implausible")
-                    return None
-                recent.clear()  # three in a row agree: the new level is the rate
-                recent.extend(r for _, r in level[:-1])
-        self._agree.clear()
-        recent.append(rate)
-        del recent[:-RECENT]
-        return rate
+        mid = self._rates.set_aside(time_ms, rate)
+        if mid is None:
+            return rate
+        self.set_aside += 1
+        self._note(time_ms, f"a rate of {rate:.4g} {self.unit}/s, {rate / mid:.3g}x the recent "
+                            f"{mid:.4g}, was set aside as implausible")
+        return None
+
+    def plausible_logged(self, rates: Sequence[float], lo: float, hi: float) -> bool:
+        """Whether every throughput of one batch of tracked_stats records (`lo`, `hi`: their min and max) is
+        plausible against the recent logged ones; one comparison per batch while they are."""
+        return self._logged.all_within(lo, hi, rates)
+
+    def keep_plausible_logged(self, times: Sequence[float], rates: Sequence[float]) -> tuple[list[float], list[float]]:
+        """The logged throughputs (and their times) that are not set aside as implausible, one by one, each
+        one set aside said as a counter rate set aside is."""
+        kept_t: list[float] = []
+        kept: list[float] = []
+        for t, rate in zip(times, rates, strict=True):
+            mid = self._logged.set_aside(t, rate)
+            if mid is None:
+                kept_t.append(t)
+                kept.append(rate)
+                continue
+            self.set_aside += 1
+            self._note(t, f"a logged throughput of {rate:.4g} {self.unit}/s (tracked_stats), {rate / mid:.3g}x "
+                          f"the recent {mid:.4g}, was set aside as implausible")
+        return kept_t, kept
 
     def _note(self, time_ms: float, why: str) -> None:
         if len(self.notes) < NOTES:

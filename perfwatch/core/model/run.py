@@ -310,12 +310,15 @@ class Run(msgspec.Struct):
     def _on_tracked_bulk(self, events: list[Event]) -> None:
         """tracked_stats records of one batch, in order (most lines of a long log are these)."""
         self.key_counts["tracked_stats"] = self.key_counts.get("tracked_stats", 0) + len(events)
+        counter = self.counter
         try:  # fast path: every record carries a numeric throughput
             ys = [ev.value["throughput"] for ev in events]
             total = math.fsum(ys)  # raises TypeError unless every value is a number
-            if not (math.isfinite(total) and min(ys) >= -NUMBER_LIMIT and max(ys) <= NUMBER_LIMIT):
+            lo, hi = min(ys), max(ys)
+            if not (math.isfinite(total) and lo >= -NUMBER_LIMIT and hi <= NUMBER_LIMIT):
                 raise ValueError("a value out of range")  # NaN, inf, 1e308: the slow path leaves them out
             xs: Sequence[float] = _Times(events)
+            checked = not counter.logged_throughput_is_total or counter.plausible_logged(ys, lo, hi)
         except (TypeError, KeyError, ValueError, OverflowError):
             kept_x: list[float] = []
             ys = []
@@ -326,11 +329,14 @@ class Run(msgspec.Struct):
                     if tp is not None:
                         kept_x.append(ev.time_ms)
                         ys.append(tp)
-            xs = kept_x
-        if ys and self.counter.logged_throughput_is_total:
+            xs, checked = kept_x, False
+        if ys and counter.logged_throughput_is_total:
+            if not checked:  # some value may be a jump of orders of magnitude: judged one by one
+                xs, ys = counter.keep_plausible_logged(xs, ys)
             self.throughput_source = "tracked_stats"
-            self.throughput.extend(xs, ys)
-            self._weigh(xs[0:len(ys)], ys)
+            if ys:
+                self.throughput.extend(xs, ys)
+                self._weigh(xs[0:len(ys)], ys)
         for i in range(len(events) - 1, -1, -1):
             ev = events[i]
             if type(ev.value) is dict:
