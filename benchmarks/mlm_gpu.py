@@ -22,7 +22,7 @@ Variants:
   fixed-1024         the same shape with the workload's code now (one QKV projection into
                      scaled_dot_product_attention, the head over every position: no host sync, fused AdamW)
   preset             `--preset gpu` as it is now (the shape gpu.yaml trains)
-  preset-seq256      the preset's width with 256-token sequences, batch / 4 (the same tokens a step)
+  preset-seq256      the preset's width with 256-token sequences, batch 128 (the same tokens a step)
   preset-compile     the preset with --compile; "compile s" is the first step's time beyond a steady step
   fixed-1024-compile the 1024 shape with --compile
 """
