@@ -173,16 +173,18 @@ def test_gpu_campaign_plans_one_gpu_per_run_and_is_refused_without_one(
     assert main(["launch", "workloads/gpu.yaml", "--dry-run", "--logdir", str(tmp_path / "x")]) == 0
     out = capsys.readouterr().out
     plan = {line.split()[0]: line for line in out.splitlines() if line.startswith("  ") and ".r" in line.split()[0]}
-    assert len(plan) == 8
+    assert len(plan) == 10
     assert plan["mlp-fp32.r0"].rstrip().endswith("gpu 0, timeout 300s, stall 120s, exit at eval_accuracy ≥ 0.9")
     assert all("gpu: first free of 0" in plan[r] for r in plan if r != "mlp-fp32.r0")  # the rest queue for it
     assert "--preset gpu --device cuda --precision fp32" in out and "--preset gpu --device cuda --precision bf16" in out
     c = load_campaign(ROOT / "workloads" / "gpu.yaml", gpus=(0,))
     assert c.baseline == "mlp-fp32" and {r.devices for r in c.runs} == {1}
     assert {r.seed for r in c.runs if r.job.startswith("mlp")} == {0, 1, 2}
+    assert {r.seed for r in c.runs if r.job == "mlm-bf16"} == {0, 1}  # the transformer of DESIGN.md's P7
+    assert "mlm.py --preset gpu --device cuda --precision bf16" in out
     monkeypatch.setattr(process, "detect_gpus", lambda: ())  # CI: no GPU
     assert main(["launch", "workloads/gpu.yaml", "--dry-run"]) == 2
-    assert "workloads/gpu.yaml:15: defaults.devices: needs 1 GPU(s) per run; this machine has none" in capsys.readouterr().err
+    assert "workloads/gpu.yaml:20: defaults.devices: needs 1 GPU(s) per run; this machine has none" in capsys.readouterr().err
 
 
 def test_the_live_views_run_detail_names_the_gpus_a_run_got(tmp_path: Path, owned: list[Scheduler]) -> None:

@@ -219,6 +219,36 @@ def test_same_seed_same_training_different_seed_differs() -> None:
     assert torch.equal(p[0], p[1]) and not torch.allclose(p[0], p[2])
 
 
+def test_mlm_layer_is_torchs_encoder_layer_and_the_gpu_head_gives_the_same_loss() -> None:
+    """mlm.py's Block computes nn.TransformerEncoderLayer(norm_first, gelu, no dropout); on a GPU the head runs at
+    every position with the unmasked ones ignored (no host sync): the same loss as the CPU's masked selection."""
+    mlm = load("mlm")
+    torch.manual_seed(0)
+    model = mlm.Encoder(64, 32, 64, 4, 2, 128)
+    ref = torch.nn.TransformerEncoderLayer(64, 4, 128, dropout=0.0, batch_first=True, norm_first=True,
+                                           activation="gelu")
+    block = model.body[0]
+    with torch.no_grad():
+        ref.self_attn.in_proj_weight.copy_(block.qkv.weight)
+        ref.self_attn.in_proj_bias.copy_(block.qkv.bias)
+        ref.self_attn.out_proj.load_state_dict(block.proj.state_dict())
+        for mine, theirs in ((block.ff1, ref.linear1), (block.ff2, ref.linear2), (block.norm1, ref.norm1),
+                             (block.norm2, ref.norm2)):
+            theirs.load_state_dict(mine.state_dict())
+    x = torch.randn(8, 32, 64)
+    torch.testing.assert_close(block(x), ref(x))
+    ids, labels = mlm.make_data(16, 64, 32, [1, 2, 3], 0.15, 0, 1)
+    logits, target = model(ids, labels)  # the CPU: masked positions only
+    assert logits.shape[0] == int((labels != -100).sum()) and bool((target != -100).all())
+    h = model.tok(ids) + model.pos[:32]
+    for b in model.body:
+        h = b(h)
+    everywhere = model.head(model.norm(h)).flatten(0, 1)  # what forward returns on a GPU
+    cpu_loss = torch.nn.functional.cross_entropy(logits, target)
+    torch.testing.assert_close(torch.nn.functional.cross_entropy(everywhere, labels.flatten()), cpu_loss)
+    torch.testing.assert_close(mlm.loss_fn(model, (ids, labels)), cpu_loss)
+
+
 def test_torchrun_two_processes_on_cpu_log_once_and_match_one_process(tmp_path: Path) -> None:
     args = [*TINY["mlp"], "--target", "-10", "--max-epochs", "1", "--grad-accum", "2", "--seed", "3"]
     ddp_log, one_log = tmp_path / "ddp.txt", tmp_path / "one.txt"

@@ -23,7 +23,7 @@ import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import torch
 import torch.distributed as dist
@@ -76,6 +76,12 @@ class Setup:
     micro_batch: int
     train: Batch
     eval: Batch
+    uncompiled: nn.Module | None = None  # with --compile: `model` before torch.compile wrapped it
+
+    @property
+    def eager(self) -> nn.Module:
+        """The model without torch.compile's wrapper (DDP-wrapped when world_size > 1): evals run it."""
+        return self.model if self.uncompiled is None else self.uncompiled
 
     @property
     def global_batch(self) -> int:
@@ -110,14 +116,26 @@ def prepare(args: argparse.Namespace, build: Callable[[argparse.Namespace], Task
     model = task.model.to(device)
     if info.world_size > 1:
         model = DistributedDataParallel(model, device_ids=[device] if device.type == "cuda" else None)
+    # on a GPU the fused AdamW kernel: the same update in a few kernels instead of one per tensor and op
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=args.weight_decay,
-                            betas=(0.9, 0.999), eps=1e-8)
+                            betas=(0.9, 0.999), eps=1e-8, fused=True if device.type == "cuda" else None)
     warm = int(args.warmup_steps)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min(1.0, (s + 1) / warm) if warm else 1.0)
     train = tuple(t.to(device) for t in task.train)
     evals = tuple(t[info.rank::info.world_size].to(device) for t in task.eval)  # eval is sharded by rank
     micro = args.batch_size // (args.grad_accum * info.world_size)
+    if getattr(args, "compile", False):
+        # training steps run the compiled graph, compiled at the first step (so inside run_start..run_stop:
+        # compile time counts in time-to-train); evals run the same module uncompiled: eval mode, no grad
+        # and another batch size would each be one more compilation, for a few forward passes per epoch
+        compiled = cast(nn.Module, torch.compile(model))
+        return Setup(args, task, device, info, compiled, opt, sched, micro, train, evals, uncompiled=model)
     return Setup(args, task, device, info, model, opt, sched, micro, train, evals)
+
+
+def base_module(s: Setup) -> nn.Module:
+    """The workload's own module, inside torch.compile's and DDP's wrappers."""
+    return s.eager.module if isinstance(s.eager, DistributedDataParallel) else s.eager
 
 
 def epoch_order(s: Setup, epoch: int) -> torch.Tensor:
@@ -140,10 +158,10 @@ def optimizer_step(s: Setup, batches: Iterator[Batch]) -> torch.Tensor:
     """Accumulate gradients over the micro-batches, then one optimizer step; returns the mean loss."""
     accum = s.args.grad_accum
     total = torch.zeros((), device=s.device)
-    ddp = isinstance(s.model, DistributedDataParallel)
+    ddp = isinstance(s.eager, DistributedDataParallel)
     for i, batch in enumerate(batches):
         sync = not ddp or i == accum - 1
-        ctx = contextlib.nullcontext() if sync else s.model.no_sync()  # type: ignore[operator]
+        ctx = contextlib.nullcontext() if sync else s.eager.no_sync()  # type: ignore[operator]
         with ctx:
             with runtime.autocast(s.args.precision, s.device):
                 loss = s.task.loss_fn(s.model, batch)
@@ -158,7 +176,7 @@ def optimizer_step(s: Setup, batches: Iterator[Batch]) -> torch.Tensor:
 @torch.no_grad()
 def evaluate(s: Setup, timer: RankTimer | None = None) -> float:
     """The eval metric over the whole eval set (sums all-reduced over ranks)."""
-    model = s.model
+    model = s.eager
     model.eval()
     sums: torch.Tensor | None = None
     n = int(s.eval[0].shape[0])
@@ -262,8 +280,8 @@ def rank_timer(s: Setup) -> RankTimer | None:
                               gpu_uuid=runtime.gpu_uuid(s.device) if cuda else None,
                               mllog=getattr(s.args, "mllog", None),
                               interval_s=max(float(s.args.log_interval), 0.5))
-    if timer is not None and isinstance(s.model, DistributedDataParallel):
-        s.model.register_comm_hook(None, ddp_timing_hook(timer, cuda=cuda))
+    if timer is not None and isinstance(s.eager, DistributedDataParallel):
+        s.eager.register_comm_hook(None, ddp_timing_hook(timer, cuda=cuda))
     return timer
 
 
@@ -364,7 +382,7 @@ def train(parser: argparse.ArgumentParser, args: argparse.Namespace,
             parser.error(err)
         fps = None
         if not args.no_flops:
-            probe = s.model.module if isinstance(s.model, DistributedDataParallel) else s.model
+            probe = base_module(s)
             first = tuple(x[: s.micro_batch] for x in s.train)
             fps = flops_per_sample(probe, s.task.loss_fn, first)
         log_preamble(log, s, fps, rank_devices(s))

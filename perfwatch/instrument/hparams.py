@@ -126,6 +126,8 @@ def base_parser(description: str, *, batch_size: int, lr: float, max_epochs: int
     p.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="bf16 = autocast AMP")
     p.add_argument("--device", choices=("auto", "cpu", "cuda"), default="auto")
     p.add_argument("--deterministic", action="store_true", help="deterministic kernels only")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model for the training steps (compiled at the first step, which counts)")
     p.add_argument("--log-interval", type=nonneg_float, default=1.0, help="seconds between tracked_stats")
     p.add_argument("--no-flops", action="store_true", help="skip the FLOPs-per-sample measurement")
     p.add_argument("--submission-org", default="perfwatch")
