@@ -127,25 +127,18 @@ def matmul_mfu(gpu: GpuSample, dtype: str, size: int, seconds: float, sampler: N
 
 
 def sampler_cost(sampler: NvmlSampler, ticks: int = 50) -> None:
-    """Wall and CPU time of one NVML sample of every GPU (what the 1 Hz telemetry thread pays): the process
-    lists read every tick and at most every 5 s, in alternating blocks (the ratio is what to read)."""
+    """Wall and CPU time of one NVML sample of every GPU (what the 1 Hz telemetry thread pays), then of
+    each NVML call in it: where a tick's time goes."""
     status = sampler.status()
     names = ", ".join(sorted({g.name or "?" for g in status.gpus}))
     sampler.sample()  # static fields are read once: measure the steady state
-    costs: dict[float, list[tuple[float, float]]] = {0.0: [], 5.0: []}
-    for _ in range(3):
-        for every in costs:
-            sampler.process_interval_s = every
-            w0, c0 = time.perf_counter(), time.process_time()
-            for _ in range(ticks):
-                sampler.sample()  # back to back: a 5 s interval means one process read in this block
-            costs[every].append(((time.perf_counter() - w0) / ticks, (time.process_time() - c0) / ticks))
-    for every, runs in costs.items():
-        wall = min(w for w, _ in runs)
-        cpu = min(c for _, c in runs)
-        how = "every sample" if every == 0 else f"at most every {every:g} s"
-        print(f"NVML sampler, process lists {how}: {wall * 1e3:.2f} ms wall, {cpu * 1e3:.2f} ms CPU per sample of"
-              f" {len(status.gpus)} GPU(s) = {cpu * 100:.2f} % of a core at 1 Hz  [{names}]")
+    w0, c0 = time.perf_counter(), time.process_time()
+    for _ in range(ticks):
+        sampler.sample()
+    wall = (time.perf_counter() - w0) / ticks
+    cpu = (time.process_time() - c0) / ticks
+    print(f"\nNVML sampler: {wall * 1e3:.2f} ms wall, {cpu * 1e3:.2f} ms CPU per sample of {len(status.gpus)} GPU(s)"
+          f" = {cpu * 100:.2f} % of a core at 1 Hz  [{names}]")
     nvml_call_costs(names)
 
 

@@ -90,13 +90,9 @@ def _mw_to_w(value: Any) -> float:
 class NvmlSampler:
     """Reads every GPU through NVML; `sample()` never raises."""
 
-    def __init__(self, nvml: Any = None, *, clock: Callable[[], float] = time.time,
-                 process_interval_s: float = 0.0) -> None:
+    def __init__(self, nvml: Any = None, *, clock: Callable[[], float] = time.time) -> None:
         self._nvml = nvml
         self._clock = clock
-        # the GPU's process lists are read at most this often (0: every sample), the last lists kept between
-        self.process_interval_s = process_interval_s
-        self._procs: dict[int, tuple[float, tuple[GpuProcess, ...]]] = {}  # per GPU: (monotonic read time, list)
         self._initialised = False
         self._status: GpuStatus | None = None  # set while NVML is unusable
         self._retry_at = 0.0
@@ -194,7 +190,7 @@ class NvmlSampler:
         if util is None:
             na["util_mem"] = na["util_sm"]
         mem = get("mem_used", lambda: nv.nvmlDeviceGetMemoryInfo(handle))
-        procs = get("processes", lambda: self._processes(index, handle))
+        procs = get("processes", lambda: _processes(nv, handle))
         return GpuSample(
             index=index,
             name=_ok(static["name"]),
@@ -217,15 +213,6 @@ class NvmlSampler:
             energy_mj=get("energy_mj", lambda: int(nv.nvmlDeviceGetTotalEnergyConsumption(handle))),
             unavailable=MappingProxyType(na) if na else MappingProxyType({}),
         )
-
-    def _processes(self, index: int, handle: Any) -> tuple[GpuProcess, ...]:
-        now = time.monotonic()
-        kept = self._procs.get(index)
-        if kept is not None and now - kept[0] < self.process_interval_s:
-            return kept[1]
-        procs = _processes(self._nvml, handle)
-        self._procs[index] = (now, procs)
-        return procs
 
     def _static_fields(self, index: int, handle: Any) -> dict[str, Any]:
         """Fields that never change while the driver runs: read once, failures remembered too."""
