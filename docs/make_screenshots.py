@@ -16,7 +16,9 @@ target while another, with an ETA, is still training; the runs are stopped after
 from __future__ import annotations
 
 import asyncio
+import html
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -131,12 +133,32 @@ async def demo_shot() -> Path:
     return path
 
 
+_TEXT_RUN = re.compile(r'(<text [^>]*?x=")([0-9.]+)("[^>]*?textLength=")([0-9.]+)("[^>]*>)((?:&#160;)+)([^<]*</text>)')
+
+
+def keep_leading_spaces(svg: str) -> str:
+    """rsvg-convert draws a text run's leading no-break spaces after its text (`id   state` came out as
+    `idstate   `): start such a run that many cells to the right, without them."""
+
+    def shift(m: re.Match[str]) -> str:
+        spaces = m.group(6).count("&#160;")
+        rest = m.group(7)[: -len("</text>")]
+        if not rest.strip():
+            return m.group(0)  # only spaces: nothing is drawn anyway
+        cell = float(m.group(4)) / (spaces + len(html.unescape(rest)))
+        x, length = float(m.group(2)) + spaces * cell, float(m.group(4)) - spaces * cell
+        return f"{m.group(1)}{x:g}{m.group(3)}{length:g}{m.group(5)}{m.group(7)}"
+
+    return _TEXT_RUN.sub(shift, svg)
+
+
 if __name__ == "__main__":
     sys.path.insert(0, str(REPO))
     paths = [asyncio.run(demo_shot())] if "--demo" in sys.argv[1:] else asyncio.run(main())
     converter = shutil.which("rsvg-convert")
     for svg in paths:
         if converter:  # the README shows PNGs; the SVG is only the intermediate
+            svg.write_text(keep_leading_spaces(svg.read_text()))
             subprocess.run([converter, str(svg), "-o", str(svg.with_suffix(".png"))], check=True)
             svg.unlink()
         print(svg.with_suffix(".png") if converter else svg)
