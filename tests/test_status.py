@@ -76,4 +76,14 @@ def test_counts_add_up_the_states_verdicts_and_failures() -> None:
                 judge(view(START, LOW, SUCCESS, target=None), None), judge(None, Proc(RunState.QUEUED), None)]
     c = count(statuses)
     assert msgspec.to_builtins(c) == {"runs": 4, "states": {"queued": 1, "done": 2, "aborted": 1}, "reached": 1,
-                                      "not_reached": 1, "no_target": 2, "failed": 1, "alive": 0, "ended": 3}
+                                      "not_reached": 1, "no_target": 2, "failed": 1, "alive": 0, "ended": 3,
+                                      "to_go": 0}
+    assert c.target_text() == "1 reached, 1 not reached, 2 no target"
+
+
+def test_runs_that_may_still_reach_their_target_are_to_go_not_not_reached() -> None:
+    statuses = [judge(view(START, HIGH, SUCCESS), None), judge(view(START, LOW), None),  # reached; running
+                judge(None, Proc(RunState.QUEUED), TARGET), judge(view(START, LOW, ABORTED), None)]  # queued; ended
+    c = count(statuses)
+    assert (c.reached, c.not_reached, c.to_go) == (1, 3, 2)
+    assert c.target_text() == "1 reached, 2 to go, 1 not reached"

@@ -159,10 +159,9 @@ class _Printer:
 
 
 def counts_text(counts: Counts) -> str:
-    """"3 running, 1 done; target: 1 reached, 3 not reached; 0 failed": the engine's counts, as the TUI's header."""
+    """"3 running, 1 done; target: 1 reached, 3 to go; 0 failed": the engine's counts, as the TUI's header."""
     states = ", ".join(f"{n} {s}" for s, n in counts.states.items()) or "no runs"
-    verdicts = ", ".join(f"{n} {v}" for v, n in counts.verdicts.items() if n)
-    return f"{states}; target: {verdicts or 'none'}; {counts.failed} failed"
+    return f"{states}; target: {counts.target_text() or 'none'}; {counts.failed} failed"
 
 
 def final_book(session: Session) -> RunBook:

@@ -217,14 +217,14 @@ def pending_row(row: Row, verb: str) -> Row:
 
 
 def header_text(title: str, host: Mapping[str, Any] | None, counts: Counts | None) -> str:
-    """`perfwatch · <campaign>  <host>  N runs  n <state> ...  target: n reached, n not reached, n no target
+    """`perfwatch · <campaign>  <host>  N runs  n <state> ...  target: n reached, n to go, n not reached, n no target
     n failed` for the header bar: the engine's counts (core/model/status.py), only formatted."""
     name = (host or {}).get("hostname") or (host or {}).get("name") or ""
     parts = [f"perfwatch · {title}", name]
     if counts is not None:
         parts.append(f"{counts.runs} runs")
         parts += [f"{n} {state}" for state, n in counts.states.items()]
-        verdicts = ", ".join(f"{n} {v}" for v, n in counts.verdicts.items() if n)
+        verdicts = counts.target_text()
         if verdicts:
             parts.append(f"target: {verdicts}")
         if counts.failed:

@@ -176,24 +176,33 @@ class Counts(msgspec.Struct, frozen=True):
     failed: int
     alive: int
     ended: int
+    to_go: int = 0  # of `not_reached`: the runs that are queued or still going (they may reach it yet)
 
     @property
     def verdicts(self) -> dict[str, int]:
         return {Verdict.REACHED.value: self.reached, Verdict.NOT_REACHED.value: self.not_reached,
                 Verdict.NO_TARGET.value: self.no_target}
 
+    def target_text(self) -> str:
+        """"2 reached, 3 to go, 1 not reached, 20 no target" (only the nonzero ones): how every front end says
+        where the runs stand against their targets; "not reached" counts only runs that ended without it."""
+        parts = {Verdict.REACHED.value: self.reached, "to go": self.to_go,
+                 Verdict.NOT_REACHED.value: self.not_reached - self.to_go, Verdict.NO_TARGET.value: self.no_target}
+        return ", ".join(f"{n} {word}" for word, n in parts.items() if n)
+
 
 def count(statuses: Iterable[RunStatus]) -> Counts:
     states: dict[str, int] = {}
     verdicts = dict.fromkeys(Verdict, 0)
-    failed = alive = ended = runs = 0
+    failed = alive = ended = runs = to_go = 0
     for s in statuses:
         runs += 1
         states[s.word] = states.get(s.word, 0) + 1
         verdicts[s.verdict] += 1
+        to_go += s.verdict is Verdict.NOT_REACHED and not s.state.ended
         failed += s.failed
         alive += s.state.alive
         ended += s.state.ended
     ordered: dict[str, int] = {str(st.value): states[st.value] for st in State if st.value in states}
     return Counts(runs, ordered, verdicts[Verdict.REACHED], verdicts[Verdict.NOT_REACHED],
-                  verdicts[Verdict.NO_TARGET], failed, alive, ended)
+                  verdicts[Verdict.NO_TARGET], failed, alive, ended, to_go)

@@ -541,8 +541,7 @@ def counts_line(report: Report) -> str:
     if c is None:
         return ""
     states = ", ".join(f"{n} {s}" for s, n in c.states.items())
-    verdicts = ", ".join(f"{n} {v}" for v, n in c.verdicts.items() if n)
-    return f"{c.runs} runs: {states}; target: {verdicts or 'none'}; {c.failed} failed"
+    return f"{c.runs} runs: {states}; target: {c.target_text() or 'none'}; {c.failed} failed"
 
 
 def reasons_lines(report: Report) -> list[str]:
