@@ -57,19 +57,19 @@ def owned():  # type: ignore[no-untyped-def]
             s.close(stop_runs=False)
 
 
-def _slurm_cluster(nodes: int):  # type: ignore[no-untyped-def]
+def _slurm_cluster(nodes: int, accounting: bool = False):  # type: ignore[no-untyped-def]
     """Start a local Slurm (tests/slurm_cluster.py) or skip saying why; stopped after, even if pytest is killed."""
     import os
     import shutil
     import tempfile
 
-    from slurm_cluster import SlurmCluster, unavailable
+    from slurm_cluster import SlurmCluster, accounting_unavailable, unavailable
 
-    why = unavailable()
+    why = accounting_unavailable() if accounting else unavailable()
     if why:
         pytest.skip(why)
     root = Path(tempfile.mkdtemp(prefix="perfwatch-slurm-", dir="/tmp"))
-    cluster = SlurmCluster(root, nodes)
+    cluster = SlurmCluster(root, nodes, accounting=accounting)
     reaper = cluster.reap_after(os.getpid())  # a killed session's daemons do not outlive it
     try:
         cluster.start()
@@ -110,3 +110,16 @@ def slurm():  # type: ignore[no-untyped-def]
 def slurm_two_nodes():  # type: ignore[no-untyped-def]
     """A second local Slurm with two compute nodes (n1, n2) on this host; use `cluster.env()` to reach it."""
     yield from _slurm_cluster(2)
+
+
+@pytest.fixture
+def slurm_private():  # type: ignore[no-untyped-def]
+    """A local Slurm of this test's own (~3 s), for tests that take its node down; `cluster.env()` reaches it."""
+    yield from _slurm_cluster(1)
+
+
+@pytest.fixture(scope="module")
+def slurm_accounting():  # type: ignore[no-untyped-def]
+    """A local Slurm of its own with accounting on (slurmdbd on a throw-away MariaDB): `sacct` answers.
+    Use `cluster.env()` to reach it; skips where slurmdbd or MariaDB is not installed."""
+    yield from _slurm_cluster(1, accounting=True)

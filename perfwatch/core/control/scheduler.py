@@ -101,21 +101,25 @@ class _Run:
     retry_at: float = 0.0  # the backend asked to try starting it again no sooner (TryLater)
     stale_shown: bool = False  # its reason is the backend's "status stale" note
     refused_stale: bool = False  # its reason is a control refused because the backend's status was stale
+    requeued_note: str | None = None  # why its job is pending again (Slurm requeued it): shown until it runs
 
 
 def exit_state(code: int, *, unknown: bool, intent: RunState | None, reason: str | None,
-               cache_clear: object = None,
-               ended_as: tuple[RunState | None, str | None] = (None, None)) -> tuple[RunState, str | None]:
+               cache_clear: object = None, ended_as: tuple[RunState | None, str | None] = (None, None),
+               never_ran: bool = False) -> tuple[RunState, str | None]:
     """The state an ended attempt is in, and why: from its exit status (`-SIG` when signalled; `unknown`:
     nothing says how it ended), what perfwatch meant by stopping it (`intent`, with the `reason` it gave),
     its cache clear's failure, and the backend's own record of the end (`ended_as`: Slurm's final state
-    as a perfwatch state, or None to let the exit status decide, and Slurm's words, always shown).
+    as a perfwatch state, or None to let the exit status decide, and Slurm's words, always shown;
+    `never_ran`: the backend ended it before it ever ran, so `code` is no exit status).
     The scheduler records it; `report` applies it to runs that ended while no scheduler watched."""
     what = launch.describe_exit(code)
     verdict, words = ended_as
     said = f"; {words}" if words else ""
     if unknown:
         what = "exit status unknown: no exit.json (it could not be written, or its supervisor was killed)"
+    if never_ran:
+        what = "the job never started"
     if unknown and intent is None and verdict is None:
         return RunState.UNKNOWN, what
     if intent is None and isinstance(cache_clear, dict) and cache_clear.get("reason"):
@@ -436,6 +440,7 @@ class Scheduler:
                 why = f"{why}; its files could not be kept apart: {exc}"
         run.ended_at = time.time()
         self._next_attempt(run, "requeued")
+        run.requeued_note = why
         self._set(run, RunState.STARTING, f"{why}; {run.proc.pending() or 'waiting in Slurm'}")
 
     def start_now(self, run_id: str) -> None:
@@ -543,9 +548,12 @@ class Scheduler:
             pending = run.proc.pending()
             if pending is None:  # the backend started it: limits count from now
                 run.started_at = run.active_at = now
+                run.requeued_note = None
                 self._set(run, RunState.RUNNING, None)
-            elif pending != run.reason and not run.stale_shown and not (run.reason or "").endswith(pending):
-                self._set(run, RunState.STARTING, pending)
+                return
+            shown = f"{run.requeued_note}; {pending}" if run.requeued_note else pending  # a requeue stays said
+            if shown != run.reason and not run.stale_shown and not (run.reason or "").endswith(shown):
+                self._set(run, RunState.STARTING, shown)
             return
         if now - run.tracked_at >= TRACK_EVERY:  # the run's process tree, on disk for a take-over
             run.tracked_at = now
@@ -632,11 +640,12 @@ class Scheduler:
     def _finish(self, run: _Run, code: int, now: float) -> None:
         assert run.proc is not None
         run.proc.cleanup()  # nothing of the run left behind (local: its group and escapees; Slurm: the job)
-        run.exit_code, run.ended_at, run.kill_at = (None if run.proc.unknown else code), now, None
+        never_ran = run.proc.never_ran
+        run.exit_code, run.ended_at, run.kill_at = (None if run.proc.unknown or never_ran else code), now, None
         clear = (run.proc.exit_record or {}).get("cache_clear")
         run.record.cache_clear = clear if isinstance(clear, dict) else None  # this attempt's cache clear: argv, exit status, times
         state, reason = exit_state(code, unknown=run.proc.unknown, intent=run.intent, reason=run.reason, cache_clear=clear,
-                                   ended_as=run.proc.ended_as())
+                                   ended_as=run.proc.ended_as(), never_ran=never_ran)
         if run.stalled and state is not RunState.SUCCEEDED:
             reason = f"{reason}; had stalled" if run.rank_timed else f"{reason}; had no output for {run.spec.stall_after:g}s"
         run.slot = None
@@ -679,6 +688,7 @@ class Scheduler:
     def _start(self, run: _Run) -> bool:
         """Start `run` if its devices are free; False means: wait (or it failed to start)."""
         spec = run.spec
+        run.requeued_note = None  # a new job: no requeue of the earlier one is pending any more
         _, used, slots = self._busy()
         # NVML numbers GPUs in PCI bus order; make CUDA agree, so index N is the same GPU to both
         devices_env = {"CUDA_VISIBLE_DEVICES": "", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}

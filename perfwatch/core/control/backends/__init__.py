@@ -94,6 +94,8 @@ class RunHandle(Protocol):
     def exit_record(self) -> dict | None: ...  # exit.json once the run ended
     @property
     def unknown(self) -> bool: ...  # ended, but nothing can say how (no exit.json, no exit status)
+    @property
+    def never_ran(self) -> bool: ...  # ended before it ever ran (a Slurm job that never got a node): no exit status
 
     def poll(self) -> int | None: ...  # exit status once ended (-SIG when killed), else None
     def pending(self) -> str | None: ...  # why it has not started yet ("Resources"); None once running

@@ -48,6 +48,8 @@ class LocalRun:
     def unknown(self) -> bool:
         return self.proc.unknown
 
+    never_ran = False  # a local run's process exists from its start on
+
     def poll(self) -> int | None:
         return self.proc.poll()
 

@@ -56,7 +56,8 @@ EXIT_WAIT = 10.0  # s to wait for exit.json after Slurm says the job ended (shar
 RETRY_FIRST, RETRY_MAX = 5.0, 60.0  # s: backoff of submissions while slurmctld does not answer
 _TIMEOUT = 30
 STALE_STEP = 10  # s: how finely a stale status's age is shown
-_FIELD = {name: re.compile(rf"\b{name}=(\S*)") for name in ("JobState", "Reason", "ExitCode", "Restarts", "JobName")}
+_FIELD = {name: re.compile(rf"\b{name}=(\S*)")
+          for name in ("JobState", "Reason", "ExitCode", "Restarts", "JobName", "BatchHost")}
 # what Slurm's client commands print when the controller does not answer (connect failure, timeouts)
 _UNREACHABLE = re.compile(r"contact slurm controller|connect(ion)? (failure|refused)|timed out|Zero Bytes were "
                           r"transmitted|Unable to connect|Communication connection failure", re.IGNORECASE)
@@ -106,8 +107,9 @@ def _job_view(line: str) -> JobView:
     """One job of `scontrol -o show job` (one line of `Key=value` fields)."""
     field = {name: (m.group(1) if (m := rx.search(line)) else "") for name, rx in _FIELD.items()}
     restarts = int(field["Restarts"]) if field["Restarts"].isdigit() else 0
+    # a job that never got a node has no BatchHost (ended while pending: DEADLINE, a cancel, ...)
     return JobView(field["JobState"], field["Reason"], _exit_code(field["ExitCode"]), restarts,
-                   field["JobName"] or None)
+                   field["JobName"] or None, ran=bool(field["BatchHost"]))
 
 
 def job_name(run_id: str) -> str:
@@ -153,6 +155,7 @@ class JobView:
     exit_code: int | None = None
     restarts: int = 0
     name: str | None = None
+    ran: bool = True  # it got a node (its batch script may have run); False: it ended while still pending
 
 
 class SlurmRun:
@@ -172,6 +175,7 @@ class SlurmRun:
     pid = None
     pgid = None
     unknown = False  # Slurm always knows how a job ended
+    never_ran = False  # set once Slurm says the job ended without ever getting a node
 
     def track(self) -> bool:
         return False  # its processes live on the compute nodes, under slurmstepd
@@ -205,7 +209,7 @@ class SlurmRun:
                 self.backend.soon()
             return None  # not looked up yet
         record = read_exit(self.run_dir)
-        if record is None and view is not None and view.state != "CANCELLED":
+        if record is None and view is not None and view.state != "CANCELLED" and view.ran:
             now = time.monotonic()
             self._ended_seen = self._ended_seen or now
             if now - self._ended_seen < EXIT_WAIT:
@@ -220,6 +224,8 @@ class SlurmRun:
         if code is None and view is not None:
             code = view.exit_code
         self.returncode = -int(signal.SIGKILL) if code is None else code
+        # ended while pending: no batch script ever ran, so Slurm's ExitCode (DEADLINE: 0:1) is no exit status
+        self.never_ran = record is None and view is not None and not view.ran
         self._final = view.state if view is not None else None
         self.backend.unwatch(self.job_id)
         return self.returncode
@@ -274,7 +280,7 @@ class SlurmRun:
 
     def _set(self, state: str) -> None:
         view = self._view() or JobView(state)
-        self.backend.jobs[self.job_id] = JobView(state, "", view.exit_code, view.restarts, view.name)
+        self.backend.jobs[self.job_id] = JobView(state, "", view.exit_code, view.restarts, view.name, view.ran)
 
     def pause(self) -> bool:
         ok = self._do("pause", ["scontrol", "suspend", self.job_id])
@@ -447,9 +453,11 @@ class SlurmBackend:
 
     def _sacct(self, ids: list[str]) -> dict[str, JobView]:
         out: dict[str, JobView] = {}
-        for parts in self._sacct_rows(ids, "JobID,State,ExitCode,JobName"):
-            if len(parts) == 4 and parts[0] in ids:  # "CANCELLED by 0" -> CANCELLED
-                out[parts[0]] = JobView(parts[1].split()[0], "", _exit_code(parts[2]), 0, parts[3])
+        for parts in self._sacct_rows(ids, "JobID,State,ExitCode,JobName,NodeList"):
+            if len(parts) == 5 and parts[0] in ids and parts[1]:  # "CANCELLED by 0" -> CANCELLED
+                # a job that never got a node is listed on "None assigned" (its ExitCode, DEADLINE: 1:0, is Slurm's)
+                out[parts[0]] = JobView(parts[1].split()[0], "", _exit_code(parts[2]), 0, parts[3],
+                                        ran=parts[4] != "None assigned")
         return out
 
     def cancelled_by(self, job_id: str) -> str | None:
