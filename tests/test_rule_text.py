@@ -94,6 +94,10 @@ def test_quoted_counts_read_the_rcp_checker() -> None:
     ("/data/v2.1/MosaicML/results/x/bert", "2.1.0"),
     ("/srv/nv4.0/bert/result_0.txt", None),  # a "v" inside a word is not a version
     ("/data/v9.9/bert", None),  # no such ruleset in mlperf_logging
+    # a system folder named with another version, inside the v5.1 round (Krai's v5.1 llama2_70b_lora)
+    ("/data/v5.1/Krai/results/Cray-XD670-H200-SXM5-141GB_n2_v5.0/llama2_70b_lora/result_0.txt", "5.1.0"),
+    ("/data/training_results_v5.1/Krai/results/x_v5.0/llama2_70b_lora", "5.1.0"),
+    ("/copied/Cray-XD670-H200-SXM5-141GB_n2_v5.0/llama2_70b_lora", "5.0.0"),  # no round folder: the one there is
 ])
 def test_ruleset_from_path(path: str, ruleset: str | None) -> None:
     assert ruleset_from_path(path) == ruleset

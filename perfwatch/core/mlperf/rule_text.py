@@ -21,6 +21,18 @@ _VERSION = re.compile(
     re.VERBOSE,
 )
 
+_ROUND = re.compile(
+    r"""
+    ^(?:(?:training_)?results[_-])?   # training_results_v4.0, results-v4.0, or only
+    [vV]
+    (?P<major>\d+)
+    \.(?P<minor>\d+)
+    (?:\.(?P<patch>\d+))?
+    $
+    """,
+    re.VERBOSE,
+)
+
 _THRESHOLD = re.compile(
     r"""
     v\['value'\] \s*
@@ -58,6 +70,13 @@ def version_in_name(name: str) -> tuple[str, str, str | None] | None:
     """`(major, minor, patch or None)` of the first `vMAJOR.MINOR[.PATCH]` in a path component whose
     `v` is not inside a word."""
     m = _VERSION.search(name)
+    return (m["major"], m["minor"], m["patch"]) if m else None
+
+
+def round_in_name(name: str) -> tuple[str, str, str | None] | None:
+    """`(major, minor, patch or None)` when a path component names an MLPerf round as a whole (`v4.0`,
+    `training_results_v4.0`), not a version inside another name (a system called `..._n2_v5.0`)."""
+    m = _ROUND.match(name)
     return (m["major"], m["minor"], m["patch"]) if m else None
 
 

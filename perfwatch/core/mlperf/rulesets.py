@@ -4,7 +4,8 @@ Shared by the official checker on whole files (checker.py) and the live checks f
 record (live_checks.py), so both judge a log against the same rules. perfwatch's own workload names get the rules perfwatch.instrument ships for them.
 
 The ruleset, in order: the `--ruleset` the user gave (refused when mlperf_logging does not know
-it), else the version in the path (`training_results_v4.0/...`, `.../v2.1/...`), else inferred
+it), else the version in the path (`training_results_v4.0/...`, `.../v2.1/...`; a folder named for the
+round before a version inside another name), else inferred
 from the log itself: the first MLPerf round whose results were published after the run's first
 record and whose benchmark list names the log's `submission_benchmark` (a run is made for the
 next publication, so a v4.0 `llama2_70b_lora` folder copied out of its tree is still judged by

@@ -16,7 +16,7 @@ from pathlib import Path
 import mlperf_logging.compliance_checker as _cc
 import msgspec
 
-from perfwatch.core.mlperf.rule_text import threshold, version_in_name
+from perfwatch.core.mlperf.rule_text import round_in_name, threshold, version_in_name
 
 RULES_DIR = Path(_cc.__file__).parent
 
@@ -58,14 +58,18 @@ def latest_ruleset() -> str:
 
 
 def ruleset_from_path(path: str | Path) -> str | None:
-    """`.../training_results_v2.1/...` or `.../v4.0/...` -> "2.1.0" / "4.0.0" when mlperf_logging knows it."""
+    """`.../training_results_v2.1/...` or `.../v4.0/...` -> "2.1.0" / "4.0.0" when mlperf_logging knows it.
+    A folder named for the round wins over a version inside another folder's name (a system `..._v5.0`
+    in the v5.1 round); the one nearest the file first."""
     known = set(training_rulesets())
-    for part in reversed(Path(path).parts):
-        found = version_in_name(part)
-        if found:
-            version = f"{found[0]}.{found[1]}.{found[2] or 0}"
-            if version in known:
-                return version
+    parts = list(reversed(Path(path).parts))
+    for read in (round_in_name, version_in_name):
+        for part in parts:
+            found = read(part)
+            if found:
+                version = f"{found[0]}.{found[1]}.{found[2] or 0}"
+                if version in known:
+                    return version
     return None
 
 
