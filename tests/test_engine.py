@@ -47,6 +47,26 @@ def test_engine_wakes_once_per_update_and_loses_nothing(tmp_path):
         engine.stop()
 
 
+def test_a_log_that_fell_silent_long_ago_is_not_running_in_the_live_view(tmp_path):
+    """`attach` on a results tree whose file ends without run_stop, its last record from 2024: the engine
+    judges it as `report` does (core/model/status.py), not `running`."""
+    last = 1728590477170  # 2024-10-10 20:01:17 UTC
+    (tmp_path / "result_2.txt").write_text(mllog("run_start", None, last - 60_000)
+                                          + mllog("eval_accuracy", 0.71, last, epoch_num=3))
+    (tmp_path / "result_3.txt").write_text(mllog("run_start", None, int(time.time() * 1000)))  # just now
+    engine = LiveEngine(attach_session(tmp_path, control=False)).start(threaded=False)
+    try:
+        _wait(lambda: engine.step() is not None and (s := engine.snapshot) is not None
+              and {"result_2", "result_3"} <= set(s.statuses), "both logs judged")
+        statuses = engine.snapshot.statuses
+        assert statuses["result_2"].word == "unknown", statuses["result_2"]
+        assert statuses["result_2"].reason == "the log ends without run_stop (last record 2024-10-10 20:01 UTC)"
+        assert statuses["result_3"].word == "running"
+        assert engine.snapshot.counts.states == {"running": 1, "unknown": 1}
+    finally:
+        engine.stop()
+
+
 def _run_with_bad_telemetry(tmp_path):
     run = tmp_path / "mlp.r0"
     run.mkdir()
@@ -156,7 +176,7 @@ def test_a_demo_run_shows_its_eta_while_it_trains(tmp_path, monkeypatch, run, ta
     start = next(r["time_ms"] for r in records if r["key"] == "run_start")
     crossing = next(r["time_ms"] for r in records if r["key"] == "eval_accuracy" and r["value"] >= target) - start
     clock = [0.0]
-    monkeypatch.setattr(engine_mod, "time", SimpleNamespace(monotonic=lambda: clock[0], time=time.time))
+    monkeypatch.setattr(engine_mod, "time", SimpleNamespace(monotonic=lambda: clock[0], time=lambda: clock[0]))
 
     class Handed:  # the watcher: the test hands every line in itself
         def __init__(self, roots, sink, **_kw):

@@ -11,7 +11,7 @@ import sys
 import time
 
 import pytest
-from ui_helpers import attach_app, table, until
+from ui_helpers import attach_app, table, until, written_now
 
 from perfwatch.ui.format import fmt_duration, fmt_rate
 
@@ -403,7 +403,7 @@ async def test_a_live_runs_eta_is_one_number_in_the_tui_headless_and_metrics(mlp
     fifth = [i for i, ln in enumerate(lines) if '"eval_accuracy"' in ln][4]
     logs = tmp_path / "logs"
     logs.mkdir()
-    (logs / "result_0.txt").write_text("".join(lines[:fifth + 1]))
+    (logs / "result_0.txt").write_text(written_now(lines[:fifth + 1]))
 
     app = attach_app(logs, theme="dark")
     async with app.run_test(size=(160, 40)) as pilot:
@@ -495,12 +495,12 @@ def _live_runs(root, mlperf_logs):
             fh.write(json.dumps({"time": t0 / 1000 + k, "run": "gpu.r0", "gpus": [
                 {"index": 0, "uuid": "GPU-0", "power_w": 600.0, "energy_mj": 1_000_000 + 600_000 * k}]}) + "\n")
     (logs / "gpt3").mkdir()
-    (logs / "gpt3" / "result_0.txt").write_text((ROOT / GPT3).read_text())  # no run_stop: still training
+    (logs / "gpt3" / "result_0.txt").write_text(written_now((ROOT / GPT3).read_text().splitlines(keepends=True)))  # no run_stop: still training
     src = mlperf_logs / "v2.1/Krai/results/7920T_2xA5000_mxnet22.08/resnet/result_0.txt"
     krai = src.read_text(errors="replace").splitlines(keepends=True)
     fifth = [i for i, ln in enumerate(krai) if '"eval_accuracy"' in ln][4]
     (logs / "resnet").mkdir()
-    (logs / "resnet" / "result_0.txt").write_text("".join(krai[:fifth + 1]))
+    (logs / "resnet" / "result_0.txt").write_text(written_now(krai[:fifth + 1]))
     return logs
 
 

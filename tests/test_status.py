@@ -87,3 +87,19 @@ def test_runs_that_may_still_reach_their_target_are_to_go_not_not_reached() -> N
     c = count(statuses)
     assert (c.reached, c.not_reached, c.to_go) == (1, 3, 2)
     assert c.target_text() == "1 reached, 2 to go, 1 not reached"
+
+
+def test_a_log_nobody_controls_that_fell_silent_long_ago_without_run_stop_has_ended() -> None:
+    """A published result file cut short (MLPerf v4.1 tinycorp bert result_2 ends at an eval, no run_stop)
+    is not `running` a year later; a log silent for an hour still is; placeholder times never end one."""
+    oct_10_2024 = 1728590477170  # 2024-10-10 20:01:17 UTC
+    cut = view(mllog("run_start", None, oct_10_2024 - 3_600_000), mllog("eval_accuracy", 0.71, oct_10_2024,
+                                                                        epoch_num=3))
+    day = 24 * 3600 * 1000
+    s = judge(cut, None, now_ms=oct_10_2024 + 400 * day)
+    assert (s.word, s.reason, s.verdict.value, s.failed) == (
+        "unknown", "the log ends without run_stop (last record 2024-10-10 20:01 UTC)", "not reached", True)
+    assert judge(cut, None, now_ms=oct_10_2024 + 3_600_000).word == "running"  # an hour: it may go on
+    assert judge(cut, None).word == "running"  # no clock given: the log alone
+    assert judge(cut, Proc(RunState.RUNNING), now_ms=oct_10_2024 + 400 * day).word == "running"  # its process says
+    assert judge(view(START, LOW), None, now_ms=oct_10_2024 + 400 * day).word == "running"  # time_ms 0, 1000

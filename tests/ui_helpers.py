@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 import time
 from collections.abc import Callable
@@ -36,6 +37,17 @@ def mllog(key: str, value: object = None, t: int = 0, **metadata: object) -> str
     body = {"namespace": "", "time_ms": t, "event_type": "POINT_IN_TIME", "key": key, "value": value,
             "metadata": metadata}
     return ":::MLLOG " + json.dumps(body) + "\n"
+
+
+_TIME_MS = re.compile(r'"time_ms": (\d+)')
+
+
+def written_now(lines: list[str]) -> str:
+    """Lines of a real, old log as a run writing them now would: every record's time_ms moved by the same
+    amount so the last is this moment (a log nobody controls, silent for a day, has ended)."""
+    times = [int(m[1]) for line in lines if (m := _TIME_MS.search(line))]
+    shift = int(time.time() * 1000) - max(times)
+    return "".join(_TIME_MS.sub(lambda m: f'"time_ms": {int(m[1]) + shift}', line) for line in lines)
 
 
 def attach_app(path: Path, **kw: object) -> PerfwatchApp:

@@ -42,7 +42,7 @@ from perfwatch.core.measure.nodes import NodeTelemetry, node_telemetry
 from perfwatch.core.measure.throughput import rolling_throughput, samples_rate
 from perfwatch.core.model.attempts import Attempt, earlier_attempts
 from perfwatch.core.model.book import RunBook, iter_blocks
-from perfwatch.core.model.status import Counts, ProcFacts, RunStatus, count, judge
+from perfwatch.core.model.status import Counts, ProcFacts, RunStatus, count, judge, silent
 from perfwatch.core.model.view import RunView
 from perfwatch.core.results.summary import RecordedRun, recorded_runs
 from perfwatch.core.telemetry.follow import RunTelemetryFollower
@@ -55,6 +55,7 @@ log = logging.getLogger(__name__)
 # a periodic task due within this many seconds is done now, with whatever woke the engine (a sample,
 # lines, the user): the 1 Hz telemetry, the 1 s follow and the 2 s energy poll then share one wake-up
 ALIGN = 0.3
+SILENCE_CHECK_S = 60.0  # how often logs nobody controls are checked for silence (core/model/status.py)
 # a run's ETA is refitted for a new eval no sooner than `refit_gap_ms` (core/measure/eta.py: 5 % of the
 # run's time so far, 1-10 s) after its last fit; reaching the target or stopping is shown at once
 
@@ -365,6 +366,7 @@ class LiveEngine:
         self._ranks: dict[str, RankReport] = {}
         self._ranks_keys: dict[str, tuple[object, ...]] = {}  # run -> its rank files' (name, size, mtime)
         self._statuses: dict[str, RunStatus] = {}
+        self._next_silence_check = 0.0  # monotonic: when to look again for logs silent for good
         self._figures: dict[str, RunFigures] = {}
         self._attempts: dict[str, tuple[Attempt, ...]] = {}
         self._gpu_names: tuple[str | None, ...] = ()
@@ -571,6 +573,11 @@ class LiveEngine:
             if names != self._gpu_names:  # the GPUs (so the peaks behind MFU) changed: every run's figures
                 self._gpu_names = names
                 changed |= set(self._views)
+        if now + ALIGN >= self._next_silence_check:  # a log nobody controls may fall silent for good
+            self._next_silence_check = now + SILENCE_CHECK_S
+            wall_ms = time.time() * 1000.0
+            changed |= {rid for rid, st in self._statuses.items() if st.state.alive and rid not in self._procs
+                        and rid not in self._recorded and rid in self._views and silent(self._views[rid], wall_ms)}
         for rid in changed:
             run = self.book.get(rid)
             if run is not None:
@@ -583,7 +590,7 @@ class LiveEngine:
                 self._statuses.pop(rid, None)
                 continue
             target = self.book.targets.get(rid) or (planned.target if planned is not None else None)
-            status = self._statuses[rid] = judge(view_or_none, proc, target)
+            status = self._statuses[rid] = judge(view_or_none, proc, target, now_ms=time.time() * 1000.0)
             if view_or_none is not None:
                 if status.state.ended:  # an ended run has no ETA, however it ended
                     self._etas.pop(rid, None)

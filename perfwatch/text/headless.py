@@ -306,7 +306,7 @@ def _report_logs(session: Session, printer: _Printer, out: TextIO) -> bool:
     overrides = overrides_from_registry(session.logdir)
     statuses = []
     for v in views:
-        st = judge(v, recorded.get(v.run_id))
+        st = judge(v, recorded.get(v.run_id), now_ms=time.time() * 1000.0)
         statuses.append(st)
         printer.line("  ".join(x for x in (f"{v.run_id:<24} {st.word:<9} {st.verdict.value:<11}", st.reason,
                                            _eval_text(v), _numbers(v, st, overrides),

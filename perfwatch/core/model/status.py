@@ -10,6 +10,7 @@ it counts as failed, and the colour class the TUI paints it with. `Counts` adds 
 
 from __future__ import annotations
 
+import datetime as _dt
 from collections.abc import Iterable
 from enum import StrEnum
 from typing import Protocol
@@ -17,6 +18,7 @@ from typing import Protocol
 import msgspec
 
 from perfwatch.core.control.states import RunState
+from perfwatch.core.mlperf.rulesets import is_dated
 from perfwatch.core.mlperf.targets import Target
 from perfwatch.core.model.view import RunView
 
@@ -111,10 +113,21 @@ _FROM_PROCESS = {
 _FROM_PHASE = {"waiting": State.WAITING, "init": State.INITIALIZING, "running": State.RUNNING, "eval": State.RUNNING}
 
 
-def judge(view: RunView | None, proc: ProcFacts | None = None, planned: Target | None = None) -> RunStatus:
+# a log nobody controls that stopped without run_stop this long ago (by its records' own clock) is over
+SILENT_ENDED_MS = 24 * 3600 * 1000.0
+
+
+def judge(view: RunView | None, proc: ProcFacts | None = None, planned: Target | None = None,
+          now_ms: float | None = None) -> RunStatus:
     """The one status of a run. `view`: its log (None: no record yet); `proc`: its process facts (None:
-    nobody controls it); `planned`: the campaign's target, for a run whose log has none yet."""
+    nobody controls it); `planned`: the campaign's target, for a run whose log has none yet; `now_ms`:
+    the wall clock, which ends a log nobody controls that has been silent for SILENT_ENDED_MS without
+    run_stop (a published result file cut short is not `running`)."""
     state, reason = _state(view, proc)
+    if proc is None and view is not None and state.alive and now_ms is not None and silent(view, now_ms):
+        assert view.last_time_ms is not None
+        last = _dt.datetime.fromtimestamp(view.last_time_ms / 1000.0, _dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        state, reason = State.UNKNOWN, f"the log ends without run_stop (last record {last})"
     target = view.target if view is not None and view.target is not None else planned
     if target is None:
         verdict = Verdict.NO_TARGET
@@ -124,6 +137,12 @@ def judge(view: RunView | None, proc: ProcFacts | None = None, planned: Target |
         verdict = Verdict.NOT_REACHED
     failed = state.bad_end and verdict is not Verdict.REACHED
     return RunStatus(state, verdict, reason, failed, _kind(state, verdict, failed))
+
+
+def silent(view: RunView, now_ms: float) -> bool:
+    """Its last record is dated and older than SILENT_ENDED_MS (logs with placeholder times never are)."""
+    last = view.last_time_ms
+    return is_dated(last) and last is not None and now_ms - last > SILENT_ENDED_MS
 
 
 def _state(view: RunView | None, proc: ProcFacts | None) -> tuple[State, str]:

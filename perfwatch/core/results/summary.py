@@ -11,6 +11,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -119,7 +120,7 @@ def _exit_code(record: Mapping[str, Any] | None) -> tuple[int | None, bool]:
 
 def status_of(view: RunView | None, recorded: RecordedRun | None = None) -> RunStatus:
     """The run's state, reason and verdict by the one rule every front end uses (core/model/status.py)."""
-    return judge(view, recorded, recorded.target if recorded is not None else None)
+    return judge(view, recorded, recorded.target if recorded is not None else None, now_ms=time.time() * 1000.0)
 
 
 def group_of(view: RunView) -> str:
