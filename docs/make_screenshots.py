@@ -110,21 +110,22 @@ async def demo_shot() -> Path:
     app = PerfwatchApp(session, theme="dark")
     try:
         async with app.run_test(size=(160, 45)) as pilot:
-            chosen = None
-            for _ in range(12000):  # up to 10 minutes on a busy machine
+            def live_with_eta() -> list[str]:
                 snap = app.main.snapshot
-                if snap is not None:
-                    done = [v for v in snap.views.values() if v.target_reached]
-                    live = [rid for rid, v in snap.views.items() if v.phase in ("running", "eval") and
-                            len(v.evals) >= 6 and (eta := snap.etas.get(rid)) is not None and
-                            eta.status == "converging" and eta.remaining_ms(v.elapsed_ms) is not None]
-                    if done and live:
-                        chosen = live[0]
+                if snap is None or not any(v.target_reached for v in snap.views.values()):
+                    return []
+                return [rid for rid, v in snap.views.items() if v.phase in ("running", "eval") and
+                        not v.target_reached and len(v.evals) >= 6 and (eta := snap.etas.get(rid)) is not None
+                        and eta.status == "converging" and eta.remaining_ms(v.elapsed_ms) is not None]
+
+            for _ in range(12000):  # up to 10 minutes on a busy machine
+                chosen = live_with_eta()
+                if chosen:
+                    app.query_one("RunsTable").select(chosen[0])  # type: ignore[attr-defined]
+                    await pilot.pause(0.5)  # painted; still so after the paint?
+                    if chosen[0] in live_with_eta():
                         break
                 await pilot.pause(0.05)
-            if chosen is not None:
-                app.query_one("RunsTable").select(chosen)  # type: ignore[attr-defined]
-            await pilot.pause(1.5)
             path = OUT / "tui-demo.svg"
             app.save_screenshot(filename=path.name, path=str(path.parent))
     finally:
