@@ -42,6 +42,14 @@ class Tmux:
         raise AssertionError(f"{text!r} never appeared; the terminal shows:\n{self.screen()}")
 
 
+def cleanup(tmux: Tmux, logdir: Path) -> None:
+    """The tmux server gone and every run's process group killed, whatever the test left."""
+    tmux("kill-server")
+    for pid in _pids(logdir).values():
+        with contextlib.suppress(OSError):
+            os.killpg(pid, signal.SIGKILL)
+
+
 def _pids(logdir: Path) -> dict[str, int]:
     try:
         data = json.loads((logdir / "perfwatch.json").read_text())
@@ -107,7 +115,4 @@ def test_launch_pause_resume_in_tmux(tmp_path):
         assert not tmux("list-sessions"), "perfwatch did not exit"
         assert all(_state(p) in ("gone", "zombie") for p in _pids(logdir).values())
     finally:
-        tmux("kill-server")
-        for p in _pids(logdir).values():
-            with contextlib.suppress(OSError):
-                os.killpg(p, signal.SIGKILL)
+        cleanup(tmux, logdir)

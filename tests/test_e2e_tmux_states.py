@@ -4,11 +4,9 @@ attempt, and the new attempt finishes on its own."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -16,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from test_attempts import WORKLOAD as RESTARTED
-from test_e2e_tmux import Tmux, _pids
+from test_e2e_tmux import Tmux, cleanup
 
 pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
 
@@ -67,13 +65,6 @@ def _quit(tmux: Tmux) -> None:
     raise AssertionError("perfwatch did not quit")
 
 
-def _cleanup(tmux: Tmux, logdir: Path) -> None:
-    tmux("kill-server")
-    for pid in _pids(logdir).values():
-        with contextlib.suppress(OSError):
-            os.killpg(pid, signal.SIGKILL)
-
-
 def test_stop_kill_and_crash_in_the_tui_then_report_says_the_same(tmp_path):
     body = f"""name: states
 defaults: {{repeat: 1, grace: 2s, exit_at_target: false, {TARGET}}}
@@ -110,7 +101,7 @@ jobs:
         assert "target: 1 reached, 3 not reached" in screen and "3 failed" in screen, screen
         _quit(tmux)
     finally:
-        _cleanup(tmux, logdir)
+        cleanup(tmux, logdir)
     out = subprocess.run([sys.executable, "-m", "perfwatch", "report", str(logdir), "--format", "json"],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
@@ -149,7 +140,7 @@ jobs:
                         "attempt 2 done")
         _quit(tmux)
     finally:
-        _cleanup(tmux, logdir)
+        cleanup(tmux, logdir)
     rec = json.loads((logdir / "perfwatch.json").read_text())["runs"][0]
     # finished by itself (exit 0, run_stop logged), never stopped for attempt 1's target
     assert (rec["attempt"], rec["state"], rec["exit_code"], rec["reason"]) == (2, "succeeded", 0, None), rec

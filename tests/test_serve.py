@@ -63,6 +63,16 @@ def detail_headers(texts: list[str]) -> list[tuple[str, str]]:
     return out
 
 
+def stop(proc: subprocess.Popen[str]) -> None:
+    """SIGTERM the serve process's group, SIGKILL after 10 s."""
+    os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -134,12 +144,7 @@ async def test_serve_renders_the_runs_table_and_keys_reach_the_app(mlperf_logs: 
                               windowsVirtualKeyCode=40)
             texts = await wait_screen(dt, lambda t: (resnet[1], "aborted") in detail_headers(t), start=shown)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)
 
 
 def test_serve_refuses_a_taken_port_and_a_missing_folder(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -215,9 +220,4 @@ async def test_serve_a_campaign_yaml_and_pause_and_resume_a_run_from_the_browser
 
             data = json.loads((logdir / "perfwatch.json").read_text())
             kill_groups({r["pgid"] for r in data["runs"] if r.get("pgid")})  # the owner then ends on its own
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait()
+        stop(proc)

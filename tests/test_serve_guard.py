@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -19,7 +18,7 @@ import pytest
 pytest.importorskip("textual_serve", reason="perfwatch serve needs the web extra: pip install -e '.[web]'")
 aiohttp = pytest.importorskip("aiohttp")
 
-from test_serve import free_port, printed_url  # noqa: E402
+from test_serve import free_port, printed_url, stop  # noqa: E402
 
 from perfwatch.exporters.web import Guard, allowed_hosts  # noqa: E402
 
@@ -30,15 +29,6 @@ def start_serve(logdir: Path, *extra: str) -> tuple[subprocess.Popen[str], int, 
     proc = subprocess.Popen([sys.executable, "-m", "perfwatch", "serve", str(logdir), "--port", str(port), *extra],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     return proc, port, printed_url(proc, port)
-
-
-def stop(proc: subprocess.Popen[str]) -> None:
-    os.killpg(proc.pid, signal.SIGTERM)
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.wait()
 
 
 @pytest.fixture

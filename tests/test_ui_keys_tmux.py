@@ -16,7 +16,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from test_e2e_tmux import Tmux, _pids, _state
+from test_e2e_tmux import Tmux, _pids, _state, cleanup
 from test_metrics_endpoint import free_port
 from ui_helpers import WORKLOAD
 
@@ -89,10 +89,7 @@ def test_a_burst_of_keys_acts_on_the_highlighted_run(tmp_path):
         assert f"logs in {logdir.resolve()}" in screen and f"perfwatch attach {logdir.resolve()}" in screen
         assert all(_state(p) in ("gone", "zombie") for p in _pids(logdir).values())
     finally:
-        tmux("kill-server")
-        for p in _pids(logdir).values():
-            with contextlib.suppress(OSError):
-                os.killpg(p, signal.SIGKILL)
+        cleanup(tmux, logdir)
 
 
 def _owner_pid(logdir: Path) -> int | None:
@@ -159,10 +156,7 @@ def test_leaving_with_queued_runs_hands_the_campaign_to_a_background_owner(tmp_p
                        env={**os.environ, "PYTHONPATH": str(repo)}, check=True, timeout=90, capture_output=True)
         _wait(lambda: _state(owner) in ("gone", "zombie"), "the background owner done with the campaign", tmux, 300)
     finally:
-        tmux("kill-server")
-        for p in _pids(logdir).values():
-            with contextlib.suppress(OSError):
-                os.killpg(p, signal.SIGKILL)
+        cleanup(tmux, logdir)
         if owner is not None:
             with contextlib.suppress(OSError):
                 os.kill(owner, signal.SIGKILL)
